@@ -1,0 +1,44 @@
+"""chatbridge configuration: one YAML file validated into frozen pydantic models.
+
+Typical use::
+
+    path = resolve_config_path(args.config, os.environ, Path.cwd())
+    config = load_config(path, os.environ)   # raises ConfigError listing every problem
+"""
+
+from ._duration import Duration
+from ._errors import ConfigError, ConfigIssue
+from ._loader import load_config, load_config_text, resolve_config_path
+from ._models import (
+    AccessConfig,
+    BotConfig,
+    ChatbridgeConfig,
+    EngineConfig,
+    MemoryConfig,
+    ServerConfig,
+)
+from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
+from ._providers import ProviderConfig, ProvidersConfig
+from ._summary import summarize
+
+__all__ = [
+    "AccessConfig",
+    "BotConfig",
+    "ChatbridgeConfig",
+    "ConfigError",
+    "ConfigIssue",
+    "DiscordConfig",
+    "Duration",
+    "EngineConfig",
+    "MemoryConfig",
+    "PlatformsConfig",
+    "ProviderConfig",
+    "ProvidersConfig",
+    "ServerConfig",
+    "SlackConfig",
+    "TelegramConfig",
+    "load_config",
+    "load_config_text",
+    "resolve_config_path",
+    "summarize",
+]

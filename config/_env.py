@@ -1,0 +1,153 @@
+"""`${VAR}` / `${VAR:-default}` substitution and env-backed defaults.
+
+Secrets belong in the environment, not in a file that ends up in backups, so any
+string may reference a variable. A missing variable only matters where it is
+used: a disabled platform or an unreferenced provider entry may name variables
+that are not set on this machine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import Loc
+from ._providers import RESERVED_PROVIDER_KEYS
+
+__all__ = ["ENV_DEFAULTS", "Substitution", "merge_defaults", "substitute"]
+
+_Found = list[tuple[Loc, str]]
+
+_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{")
+_MISSING = object()
+_TRUE = {"true", "yes", "on", "1", "y", "t"}
+
+ENV_DEFAULTS: dict[str, Any] = {
+    "platforms": {
+        "telegram": {"token": "${TELEGRAM_BOT_TOKEN}"},
+        "discord": {"token": "${DISCORD_BOT_TOKEN}"},
+        "slack": {
+            "bot_token": "${SLACK_BOT_TOKEN}",
+            "app_token": "${SLACK_APP_TOKEN:-}",
+            "signing_secret": "${SLACK_SIGNING_SECRET:-}",
+        },
+    },
+}
+"""Applied under the file's keys: enabling a platform picks its token up from the usual variable."""
+
+
+class Substitution:
+    """Result of `substitute`: the new data and the problems that count.
+
+    `problems` are (loc, message); values with a missing variable are removed
+    from `data`, so the field default applies and validation can carry on.
+    """
+
+    def __init__(self, data: Any, problems: list[tuple[Loc, str]]) -> None:
+        self.data = data
+        self.problems = problems
+
+
+def substitute(data: Any, environ: Mapping[str, str]) -> Substitution:
+    """Replace references in every string scalar, then keep only relevant missing ones."""
+    missing: _Found = []
+    syntax: _Found = []
+    result = _walk(data, (), environ, missing, syntax)
+    problems = list(syntax)
+    for loc, name in missing:
+        if _is_active(result, loc):
+            problems.append((loc, f"environment variable {name} is not set"))
+    return Substitution(result, problems)
+
+
+def _walk(value: Any, loc: Loc, environ: Mapping[str, str], missing: _Found, syntax: _Found) -> Any:
+    """Rebuild the data with references expanded; `_MISSING` marks values to drop."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            new = _walk(item, (*loc, key), environ, missing, syntax)
+            if new is not _MISSING:
+                out[key] = new
+        return out
+    if isinstance(value, list):
+        items = [_walk(item, (*loc, i), environ, missing, syntax) for i, item in enumerate(value)]
+        return ["" if item is _MISSING else item for item in items]
+    if isinstance(value, str) and "$" in value:
+        return _expand(value, loc, environ, missing, syntax)
+    return value
+
+
+def _expand(
+    text: str, loc: Loc, environ: Mapping[str, str], missing: _Found, syntax: _Found
+) -> Any:
+    """Shell semantics for `:-`: the default applies when the variable is unset or empty."""
+    absent = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal absent
+        whole, name, default = match.group(0), match.group(1), match.group(2)
+        if whole == "$$":
+            return "$"
+        if name is None:
+            syntax.append((loc, "malformed ${...}: use ${NAME} or ${NAME:-default} ($$ for '$')"))
+            return whole
+        found = environ.get(name, "")
+        if found:
+            return found
+        if default is not None:
+            return default
+        missing.append((loc, name))
+        absent = True
+        return ""
+
+    expanded = _REF.sub(replace, text)
+    return _MISSING if absent else expanded
+
+
+def _is_active(data: Any, loc: Loc) -> bool:
+    """Whether a missing variable at `loc` must be reported (see module docstring)."""
+    if len(loc) >= 3 and loc[0] == "platforms":
+        if loc[2] == "enabled":
+            return True
+        section = _get(data, loc[:2])
+        return isinstance(section, dict) and _truthy(section.get("enabled"))
+    if len(loc) >= 3 and loc[0] == "providers" and loc[1] not in RESERVED_PROVIDER_KEYS:
+        providers = _get(data, ("providers",))
+        if not isinstance(providers, dict):
+            return True
+        entries = [key for key in providers if key not in RESERVED_PROVIDER_KEYS]
+        fallback = providers.get("fallback")
+        referenced = providers.get("default") == loc[1] or (
+            isinstance(fallback, list) and loc[1] in fallback
+        )
+        return referenced or len(entries) == 1
+    return True
+
+
+def _get(data: Any, loc: Loc) -> Any:
+    for part in loc:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(str(part))
+    return data
+
+
+def _truthy(value: Any) -> bool:
+    """Mirror pydantic's lax bool parsing closely enough to decide enabled-ness."""
+    if isinstance(value, bool | int):
+        return bool(value)
+    return isinstance(value, str) and value.strip().lower() in _TRUE
+
+
+def merge_defaults(data: Any, defaults: Mapping[str, Any]) -> Any:
+    """Deep-merge `defaults` under `data`; the file always wins, non-mappings are left alone."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for key, default in defaults.items():
+        if key not in out:
+            out[key] = default
+        elif isinstance(default, Mapping):
+            out[key] = merge_defaults(out[key], default)
+    return out

@@ -1,0 +1,162 @@
+"""The root model and the small sections; providers and platforms have their own modules."""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ._base import Section
+from ._duration import Duration
+from ._errors import Loc, raise_if
+from ._ids import AccessEntry, IdentityName, UserId
+from ._platforms import PlatformsConfig
+from ._providers import ProvidersConfig, did_you_mean
+
+__all__ = [
+    "AccessConfig",
+    "BotConfig",
+    "ChatbridgeConfig",
+    "EngineConfig",
+    "MemoryConfig",
+    "ServerConfig",
+]
+
+
+class BotConfig(Section):
+    """How the assistant presents itself."""
+
+    system_prompt: str = "You are a helpful assistant."
+    """System prompt sent with every LLM request."""
+    language: Literal["de", "en"] = "de"
+    """Language of the headings around injected history, matching the users' language."""
+    timezone: str = ""
+    """IANA zone for timestamps shown to the LLM; "" uses the machine's local zone."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str) -> str:
+        """Fail at startup, not at the first message that needs a timestamp."""
+        if not value:
+            return value
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            hint = did_you_mean(value, sorted(zoneinfo.available_timezones()))
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name like Europe/Berlin){hint}"
+            ) from None
+        return value
+
+
+class EngineConfig(Section):
+    """Session lifetime and concurrency of the conversation engine."""
+
+    session_ttl: Duration = 1800.0
+    """Idle time after which the next message starts a fresh LLM session."""
+    session_max_turns: int = Field(40, ge=2)
+    """Older turns drop out of the live session, bounding prompt size and cost."""
+    on_new_message: Literal["queue", "cancel"] = "queue"
+    """`cancel`: a newer message in the same conversation cancels the reply in flight."""
+    shutdown_grace: Duration = 10.0
+    """How long `run` waits for replies in flight after SIGTERM."""
+
+
+class MemoryConfig(Section):
+    """The per-person memory ring that outlives LLM sessions."""
+
+    backend: Literal["sqlite", "redis", "json"] = "sqlite"
+    """Where the ring is stored; `redis` lets several bot processes share it."""
+    path: str = "data/chatbridge.db"
+    """SQLite database file, or the JSON file for `json`."""
+    url: str = "redis://127.0.0.1:6379/0"
+    """Redis URL, used only by the `redis` backend."""
+    max_entries: int = Field(20, ge=1)
+    """Entries kept per person; older ones are forgotten."""
+    max_age: Duration = 86400.0
+    """Entries older than this are forgotten regardless of count."""
+    user_chars: int = Field(500, ge=20)
+    """Stored length of each user message; bounds storage and injected prompt size."""
+    summary_chars: int = Field(300, ge=20)
+    """Stored length of each reply summary."""
+    inject_entries: int = Field(5, ge=0)
+    """Entries injected into a new session's prompt; 0 disables injection."""
+
+    @model_validator(mode="after")
+    def _check(self) -> MemoryConfig:
+        issues: list[tuple[Loc, str]] = []
+        if self.inject_entries > self.max_entries:
+            issues.append(
+                (
+                    ("inject_entries",),
+                    f"must be <= max_entries ({self.max_entries}), got {self.inject_entries}",
+                )
+            )
+        if self.backend in ("sqlite", "json") and not self.path.strip():
+            issues.append((("path",), f"required for the {self.backend} backend"))
+        if self.backend == "redis" and not self.url.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            issues.append((("url",), "expected a redis://, rediss:// or unix:// URL"))
+        raise_if(issues)
+        return self
+
+
+class AccessConfig(Section):
+    """Who may talk to the bot; the console is always allowed."""
+
+    allow: tuple[AccessEntry, ...] = ()
+    """Users or chats as `platform:id`, or identity names; empty means nobody."""
+    admins: tuple[AccessEntry, ...] = ()
+    """Users who may run admin commands, same syntax as `allow`."""
+
+
+class ServerConfig(Section):
+    """The HTTP listener for webhooks and health checks."""
+
+    host: str = "127.0.0.1"
+    """Bind address; loopback by default so nothing is exposed by accident."""
+    port: int = Field(8080, ge=0, le=65535)
+    """TCP port; 0 picks a free one (useful in tests)."""
+
+
+class ChatbridgeConfig(Section):
+    """The whole configuration file."""
+
+    bot: BotConfig = BotConfig()
+    """Persona and locale."""
+    engine: EngineConfig = EngineConfig()
+    """Session handling."""
+    memory: MemoryConfig = MemoryConfig()
+    """Cross-session memory ring."""
+    providers: ProvidersConfig = ProvidersConfig()
+    """LLM endpoints and their failover order."""
+    platforms: PlatformsConfig = PlatformsConfig()
+    """Chat networks."""
+    access: AccessConfig = AccessConfig()
+    """Allow list and admins."""
+    identities: dict[IdentityName, tuple[UserId, ...]] = Field(default_factory=dict)
+    """One person across platforms, sharing one memory ring: name -> platform:id list."""
+    server: ServerConfig = ServerConfig()
+    """HTTP listener."""
+
+    @model_validator(mode="after")
+    def _check_references(self) -> ChatbridgeConfig:
+        """Cross-section checks: access names must be identities, IDs belong to one person."""
+        issues: list[tuple[Loc, str]] = []
+        names = list(self.identities)
+        for field in ("allow", "admins"):
+            for index, entry in enumerate(getattr(self.access, field)):
+                if ":" not in entry and entry not in self.identities:
+                    hint = did_you_mean(entry, names)
+                    issues.append((("access", field, index), f"no identity named {entry!r}{hint}"))
+        owner: dict[str, str] = {}
+        for name, members in self.identities.items():
+            for index, member in enumerate(members):
+                if member in owner:
+                    msg = f"{member} already belongs to identity {owner[member]!r}"
+                    issues.append((("identities", name, index), msg))
+                owner.setdefault(member, name)
+        raise_if(issues)
+        return self

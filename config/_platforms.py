@@ -1,0 +1,123 @@
+"""Chat platform sections: each one is off until `enabled: true`.
+
+Required-when-enabled checks live in validators so a disabled platform never
+demands a token the admin has no reason to have.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import model_validator
+
+from ._base import OptionalSecret, Section
+from ._duration import Duration
+from ._errors import Loc, raise_if
+
+__all__ = ["DiscordConfig", "PlatformsConfig", "SlackConfig", "TelegramConfig"]
+
+_TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+class TelegramConfig(Section):
+    """Telegram Bot API, by long polling or by webhook."""
+
+    enabled: bool = False
+    """Off by default so a fresh install starts without any chat network."""
+    token: OptionalSecret = None
+    """Bot token from @BotFather; required when enabled."""
+    mode: Literal["polling", "webhook"] = "polling"
+    """`polling` needs no public URL; `webhook` needs `webhook_url` and `webhook_secret`."""
+    base_url: str = "https://api.telegram.org/bot"
+    """Bot API root; change it for a self-hosted Bot API server or a test double."""
+    webhook_url: str = ""
+    """Public HTTPS URL Telegram posts updates to (webhook mode)."""
+    webhook_secret: OptionalSecret = None
+    """Shared secret Telegram sends back, so forged updates are rejected (webhook mode)."""
+    edit_interval: Duration = 1.0
+    """Minimum gap between streamed message edits per chat; Telegram rate-limits edits."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TelegramConfig:
+        issues: list[tuple[Loc, str]] = []
+        if self.enabled and self.token is None:
+            issues.append((("token",), "required when telegram is enabled"))
+        if self.enabled and self.mode == "webhook":
+            if not self.webhook_url:
+                issues.append((("webhook_url",), "required in webhook mode"))
+            elif not self.webhook_url.startswith("https://"):
+                issues.append((("webhook_url",), "Telegram only posts to https:// URLs"))
+            secret = self.webhook_secret
+            if secret is None:
+                issues.append((("webhook_secret",), "required in webhook mode"))
+            elif not _TELEGRAM_SECRET.fullmatch(secret.get_secret_value()):
+                issues.append(
+                    (("webhook_secret",), "use 1-256 characters from A-Z, a-z, 0-9, '_' and '-'")
+                )
+        raise_if(issues)
+        return self
+
+
+class DiscordConfig(Section):
+    """Discord gateway bot."""
+
+    enabled: bool = False
+    """Off by default so a fresh install starts without any chat network."""
+    token: OptionalSecret = None
+    """Bot token from the Discord developer portal; required when enabled."""
+
+    @model_validator(mode="after")
+    def _check(self) -> DiscordConfig:
+        if self.enabled and self.token is None:
+            raise_if([(("token",), "required when discord is enabled")])
+        return self
+
+
+class SlackConfig(Section):
+    """Slack app, over Socket Mode (`app_token`) or HTTP events (`signing_secret`)."""
+
+    enabled: bool = False
+    """Off by default so a fresh install starts without any chat network."""
+    bot_token: OptionalSecret = None
+    """`xoxb-` bot token used for Web API calls; required when enabled."""
+    app_token: OptionalSecret = None
+    """`xapp-` app-level token; when set, events arrive over Socket Mode (no public URL)."""
+    signing_secret: OptionalSecret = None
+    """Verifies HTTP event requests; used when `app_token` is not set."""
+    base_url: str = "https://slack.com/api/"
+    """Web API root; overridable for tests."""
+
+    @property
+    def socket_mode(self) -> bool:
+        """Socket Mode wins when both are set: it needs no inbound port."""
+        return self.app_token is not None
+
+    @model_validator(mode="after")
+    def _check(self) -> SlackConfig:
+        issues: list[tuple[Loc, str]] = []
+        if self.enabled and self.bot_token is None:
+            issues.append((("bot_token",), "required when slack is enabled"))
+        if self.enabled and self.app_token is None and self.signing_secret is None:
+            issues.append(
+                (("app_token",), "set app_token (Socket Mode) or signing_secret (HTTP mode)")
+            )
+        raise_if(issues)
+        return self
+
+
+class PlatformsConfig(Section):
+    """Which chat networks to connect to."""
+
+    telegram: TelegramConfig = TelegramConfig()
+    """Telegram bot settings."""
+    discord: DiscordConfig = DiscordConfig()
+    """Discord bot settings."""
+    slack: SlackConfig = SlackConfig()
+    """Slack app settings."""
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        """Names of the enabled platforms, in a fixed order."""
+        sections = {"telegram": self.telegram, "discord": self.discord, "slack": self.slack}
+        return tuple(name for name, section in sections.items() if section.enabled)

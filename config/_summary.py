@@ -1,0 +1,57 @@
+"""`summarize`: the one line `config check` prints, so admins see what will run."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from ._models import ChatbridgeConfig, MemoryConfig
+
+__all__ = ["summarize"]
+
+
+def summarize(config: ChatbridgeConfig) -> str:
+    """E.g. `ok: providers main (openai gpt-5.4-mini) -> backup (anthropic …); platforms …`."""
+    return "; ".join(
+        [
+            f"ok: providers {_providers(config)}",
+            f"platforms {_platforms(config)}",
+            f"memory {_memory(config.memory)}",
+        ]
+    )
+
+
+def _providers(config: ChatbridgeConfig) -> str:
+    entries = config.providers.entries
+    chain = config.providers.chain
+    if not chain:
+        return "none configured (built-in default)"
+    return " -> ".join(f"{name} ({entries[name].type} {entries[name].model})" for name in chain)
+
+
+def _platforms(config: ChatbridgeConfig) -> str:
+    names = []
+    for name in config.platforms.enabled:
+        if name == "telegram" and config.platforms.telegram.mode == "webhook":
+            name = "telegram (webhook)"
+        elif name == "slack":
+            name = "slack (socket mode)" if config.platforms.slack.socket_mode else "slack (http)"
+        names.append(name)
+    return ", ".join(names) if names else "none (console only)"
+
+
+def _memory(memory: MemoryConfig) -> str:
+    if memory.backend == "redis":
+        return f"redis {_redact(memory.url)}"
+    return f"{memory.backend} {memory.path}"
+
+
+def _redact(url: str) -> str:
+    """Redis URLs may carry a password; the summary ends up in logs and terminals."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

@@ -1,0 +1,153 @@
+"""The one place that wires config into running parts (no singletons elsewhere)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import zoneinfo
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import tzinfo
+from pathlib import Path
+from typing import Any
+
+from config import ChatbridgeConfig
+from core.access import AccessPolicy
+from core.clock import Clock
+from core.engine import Engine, EngineSettings
+from core.store import Store, open_store
+from providers.base import Provider
+from providers.debug import DebugProvider
+from providers.factory import build_chain, build_provider
+
+__all__ = ["ProviderChoice", "access_from_config", "choose_provider", "engine_from_config", "secrets_of"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderChoice:
+    provider: Provider
+    description: str  # for the start-up banner, e.g. "debug (no API key found)"
+
+
+@dataclass(frozen=True, slots=True)
+class _AutoProvider:
+    """Provider settings picked from the environment when the config has none."""
+
+    type: str
+    model: str
+    api_key: str | None
+    base_url: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 2
+    max_tokens: int = 1024
+
+
+AUTO_MODELS = {"openai": "gpt-5.4-mini", "anthropic": "claude-sonnet-4-6"}
+
+
+def choose_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> ProviderChoice:
+    """The configured chain; without one: OpenAI, then Anthropic by API key, else debug."""
+    providers = config.providers
+    if providers.entries:
+        chain = build_chain(providers)
+        names = [providers.default or next(iter(providers.entries)), *providers.fallback]
+        described = " -> ".join(
+            f"{name} ({providers.entries[name].type} {providers.entries[name].model})"
+            for name in names
+        )
+        return ProviderChoice(chain, described)
+    for kind, variable in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")):
+        key = environ.get(variable, "").strip()
+        if key:
+            auto = _AutoProvider(type=kind, model=AUTO_MODELS[kind], api_key=key)
+            provider = build_provider(kind, auto)
+            return ProviderChoice(provider, f"{kind} {auto.model} (from {variable})")
+    return ProviderChoice(
+        DebugProvider("debug"),
+        "debug: echoes the prompt (set OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model)",
+    )
+
+
+def timezone_of(config: ChatbridgeConfig) -> tzinfo | None:
+    return zoneinfo.ZoneInfo(config.bot.timezone) if config.bot.timezone else None
+
+
+def settings_from_config(config: ChatbridgeConfig) -> EngineSettings:
+    return EngineSettings(
+        system_prompt=config.bot.system_prompt,
+        language=config.bot.language,
+        timezone=timezone_of(config),
+        session_ttl=config.engine.session_ttl,
+        session_max_turns=config.engine.session_max_turns,
+        cancel_on_new_message=config.engine.on_new_message == "cancel",
+        max_age=config.memory.max_age,
+        user_chars=config.memory.user_chars,
+        summary_chars=config.memory.summary_chars,
+        inject_entries=config.memory.inject_entries,
+    )
+
+
+def access_from_config(config: ChatbridgeConfig) -> AccessPolicy:
+    return AccessPolicy(
+        allow=config.access.allow,
+        admins=config.access.admins,
+        identities=config.identities,
+    )
+
+
+async def store_from_config(config: ChatbridgeConfig) -> Store:
+    memory = config.memory
+    return await open_store(
+        backend=memory.backend,
+        path=Path(memory.path),
+        url=memory.url,
+        max_entries=memory.max_entries,
+    )
+
+
+@contextlib.asynccontextmanager
+async def engine_from_config(
+    config: ChatbridgeConfig,
+    *,
+    environ: Mapping[str, str],
+    clock: Clock | None = None,
+) -> AsyncIterator[tuple[Engine, ProviderChoice]]:
+    """An engine with its store open and provider built; both closed on exit."""
+    store = await store_from_config(config)
+    try:
+        choice = choose_provider(config, environ)
+        try:
+            engine = Engine(
+                settings_from_config(config),
+                store=store,
+                provider=choice.provider,
+                access=access_from_config(config),
+                clock=clock,
+            )
+            yield engine, choice
+        finally:
+            await choice.provider.aclose()
+    finally:
+        await store.aclose()
+
+
+def secrets_of(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Iterator[str]:
+    """Every secret value the logs must never show."""
+
+    def walk(node: Any) -> Iterator[str]:
+        if hasattr(node, "get_secret_value"):
+            yield node.get_secret_value()
+        elif hasattr(node, "model_fields"):
+            for name in type(node).model_fields:
+                yield from walk(getattr(node, name))
+            yield from walk(getattr(node, "__pydantic_extra__", None) or {})
+        elif isinstance(node, dict):
+            for value in node.values():
+                yield from walk(value)
+
+    yield from walk(config)
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        if environ.get(variable):
+            yield environ[variable]

@@ -1,0 +1,137 @@
+"""`chatbridge` command line: run, chat, config check, memory show|forget|export.
+
+Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage.
+Every failure is one sentence on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from config import ChatbridgeConfig, ConfigError, load_config, resolve_config_path, summarize
+from core.app import access_from_config, engine_from_config, secrets_of, store_from_config
+from core.logs import setup_logging
+from core.store import StoreError
+from platforms.console import ConsolePlatform
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chatbridge",
+        description="A chat assistant that remembers what you said an hour ago.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument("--config", metavar="FILE", help="config file (default: see README)")
+        return sub
+
+    with_config(commands.add_parser("run", help="serve every enabled platform"))
+    chat = with_config(commands.add_parser("chat", help="talk to the bot in this terminal"))
+    chat.add_argument("--user", default="local", help="act as this user (platform:id or name)")
+    chat.add_argument("--quiet", action="store_true", help="no start-up banner")
+
+    config = commands.add_parser("config", help="check the config file")
+    config_commands = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    with_config(config_commands.add_parser("check", help="validate and summarise"))
+
+    memory = commands.add_parser("memory", help="inspect or erase a user's memory")
+    memory_commands = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (
+        ("show", "print the user's ring as JSON"),
+        ("forget", "erase the user's ring and sessions"),
+        ("export", "the user's ring as JSON, for data-access requests"),
+    ):
+        sub = with_config(memory_commands.add_parser(action, help=text))
+        sub.add_argument("--user", required=True, help="platform:id or identity name")
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"chatbridge: {message}", file=sys.stderr)
+    return code
+
+
+def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[ChatbridgeConfig, str]:
+    path = resolve_config_path(args.config, environ, Path.cwd())
+    return load_config(path, environ), str(path) if path else "built-in defaults"
+
+
+async def _chat(args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]) -> int:
+    async with engine_from_config(config, environ=environ) as (engine, choice):
+        if not args.quiet:
+            memory = config.memory
+            print(
+                f"chatbridge chat · provider: {choice.description} · store: "
+                f"{memory.backend} {memory.path if memory.backend != 'redis' else memory.url}"
+                f" · user: {engine.access.resolve(args.user) if args.user != 'local' else 'console:local'}"
+                " · Ctrl-D quits",
+                flush=True,
+            )
+        await ConsolePlatform(engine, user=args.user, stdin=sys.stdin, stdout=sys.stdout).run()
+    return EXIT_OK
+
+
+async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
+    user = access_from_config(config).resolve(args.user)
+    store = await store_from_config(config)
+    try:
+        if args.action == "forget":
+            await store.forget(user)
+            print(f"forgot {user}: ring, sessions and usage erased")
+        else:
+            entries = await store.ring(user, since=0.0)
+            print(json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False))
+    finally:
+        await store.aclose()
+    return EXIT_OK
+
+
+async def _run(args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]) -> int:
+    from core.serve import serve
+
+    return await serve(config, environ=environ)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    environ = os.environ if environ is None else environ
+    try:
+        config, source = _load(args, environ)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CONFIG
+    quiet = args.command in {"chat", "memory", "config"}
+    setup_logging(
+        level=logging.WARNING if quiet else logging.INFO,
+        secrets=secrets_of(config, environ),
+    )
+    if args.command == "config":
+        print(f"{source}: {summarize(config)}")
+        return EXIT_OK
+    try:
+        if args.command == "chat":
+            return asyncio.run(_chat(args, config, environ))
+        if args.command == "memory":
+            return asyncio.run(_memory(args, config))
+        return asyncio.run(_run(args, config, environ))
+    except StoreError as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

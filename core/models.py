@@ -1,0 +1,126 @@
+"""Values that flow through the engine.
+
+Every value here is frozen: platform adapters build an `IncomingMessage`, the
+engine derives the rest. Mutable state lives in `Session` (owned by one
+conversation lock at a time) and in the store.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ChatKind(enum.StrEnum):
+    """Who can read a chat; decides which ring entries may be shown there."""
+
+    PRIVATE = "private"
+    GROUP = "group"
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One live LLM session belongs to one conversation.
+
+    `chat` and `user` are platform IDs without the platform prefix;
+    `thread` is a forum topic / thread ID or "" for none.
+    """
+
+    platform: str
+    chat: str
+    user: str
+    thread: str = ""
+    kind: ChatKind = ChatKind.PRIVATE
+
+    @property
+    def key(self) -> str:
+        """Stable storage key, unique per (platform, chat, thread, user)."""
+        return f"{self.platform}:{self.chat}:{self.thread}:{self.user}"
+
+    @property
+    def user_id(self) -> str:
+        """The user as written on the wire and in config: `platform:id`."""
+        return f"{self.platform}:{self.user}"
+
+    @property
+    def chat_id(self) -> str:
+        return f"{self.platform}:{self.chat}"
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A platform event, normalised. `event_id` lets the engine drop redeliveries."""
+
+    conversation: Conversation
+    text: str
+    event_id: str = ""
+    user_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message of a live session as the provider saw it."""
+
+    role: str  # "user" | "assistant"
+    content: str
+
+
+@dataclass(slots=True)
+class Session:
+    """The live LLM session of one conversation.
+
+    Mutated only by the task holding that conversation's lock.
+    """
+
+    key: str
+    user: str  # the ring owner (identity name or platform:id); lets forget find it
+    started_at: float
+    last_active: float
+    turns: list[Turn] = field(default_factory=list)
+
+    def idle_for(self, now: float) -> float:
+        return now - self.last_active
+
+    def expired(self, now: float, ttl: float) -> bool:
+        """Idle exactly `ttl` is still alive; anything past it is expired."""
+        return self.idle_for(now) > ttl
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """One answered exchange in a user's ring (the seed's record plus its audience).
+
+    `scope` is "private" for a private chat or `platform:chat` for a group: an
+    entry is only ever shown to the audience that saw it.
+    """
+
+    timestamp: float
+    user_message: str
+    assistant_summary: str
+    session_name: str
+    workdir: str = ""
+    user: str = ""
+    scope: str = ChatKind.PRIVATE.value
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """Everything one answered message changes, committed in one transaction."""
+
+    ring_user: str
+    session: Session
+    entry: MemoryEntry
+    usage: Usage
+    day: str  # YYYY-MM-DD in the bot's timezone, for usage accounting

@@ -1,0 +1,29 @@
+"""Persistence for sessions, memory rings and usage; see `base.Store` for the contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.store.base import Store, StoreCorrupt, StoreError
+from core.store.json_file import JsonStore
+from core.store.sqlite import SqliteStore
+
+__all__ = ["JsonStore", "SqliteStore", "Store", "StoreCorrupt", "StoreError", "open_store"]
+
+
+async def open_store(*, backend: str, path: Path, url: str, max_entries: int) -> Store:
+    """Build and open the configured backend; raises `StoreError` if it cannot be used.
+
+    `path` is used by "sqlite" and "json", `url` only by "redis".
+    """
+    store: SqliteStore | JsonStore
+    if backend == "sqlite":
+        store = SqliteStore(path, max_entries=max_entries)
+    elif backend == "json":
+        store = JsonStore(path, max_entries=max_entries)
+    elif backend == "redis":
+        raise StoreError("the redis backend is not available in this build; use sqlite or json")
+    else:
+        raise StoreError(f"unknown store backend {backend!r}; use sqlite or json")
+    await store.open()
+    return store

@@ -1,0 +1,124 @@
+"""Conversions and wording shared by the store backends.
+
+Everything here is pure: no I/O. The `*_from_*` functions raise `ValueError`
+on malformed input; callers turn that into `StoreCorrupt` naming their file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from core.models import MemoryEntry, Session, Turn
+from core.store.base import StoreCorrupt, StoreError
+
+ENTRY_FIELDS = ("timestamp", "user_message", "assistant_summary", "session_name", "workdir")
+
+
+def corrupt(path: Path, kind: str, reason: str) -> StoreCorrupt:
+    """The one-sentence error for an existing file we refuse to touch."""
+    return StoreCorrupt(
+        f"{path} is not a readable chatbridge {kind} store ({reason}); "
+        "it was left untouched — move it aside or restore a backup"
+    )
+
+
+def unreadable(path: Path, err: OSError) -> StoreError:
+    """Permission and I/O problems are not corruption: the file may be fine."""
+    reason = err.strerror or type(err).__name__
+    return StoreError(f"{path} cannot be opened ({reason.lower()}); check its owner, mode and disk")
+
+
+def turns_to_json(turns: list[Turn]) -> list[dict[str, str]]:
+    return [{"role": t.role, "content": t.content} for t in turns]
+
+
+def turns_from_json(raw: Any) -> list[Turn]:
+    if not isinstance(raw, list):
+        raise ValueError("turns is not a list")
+    turns = []
+    for t in raw:
+        if not isinstance(t, dict) or not _all_str(t, ("role", "content")):
+            raise ValueError("a turn lacks role/content")
+        turns.append(Turn(t["role"], t["content"]))
+    return turns
+
+
+def session_to_json(session: Session) -> dict[str, Any]:
+    return {
+        "user": session.user,
+        "started_at": session.started_at,
+        "last_active": session.last_active,
+        "turns": turns_to_json(session.turns),
+    }
+
+
+def session_from_json(key: str, raw: Any) -> Session:
+    if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
+        raise ValueError(f"session {key!r} is malformed")
+    if not _is_num(raw.get("started_at")) or not _is_num(raw.get("last_active")):
+        raise ValueError(f"session {key!r} has no timestamps")
+    turns = turns_from_json(raw.get("turns"))
+    return Session(key, raw["user"], float(raw["started_at"]), float(raw["last_active"]), turns)
+
+
+def copy_session(session: Session, key: str) -> Session:
+    """A copy sharing nothing mutable, so callers cannot alter stored state by accident."""
+    return Session(key, session.user, session.started_at, session.last_active, list(session.turns))
+
+
+def entry_to_json(entry: MemoryEntry) -> dict[str, Any]:
+    """Field order is the seed's order followed by `user` and `scope`."""
+    return asdict(entry)
+
+
+def entry_from_json(raw: Any) -> MemoryEntry:
+    """Parse one ring-file entry; old seed entries (no user/scope) are migrated.
+
+    Migration: the seed stored no owner, only `session_name` such as
+    `telegram_579304651`; its first underscore becomes a colon
+    (`telegram:579304651`) and the scope is "private" (the seed only ran in
+    private chats). A name that does not fit is filed under user "", which
+    `ring()` never returns, so an entry of unknown audience is never shown.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError("not an object")
+    if not _is_num(raw.get("timestamp")) or not _all_str(raw, ENTRY_FIELDS[1:4]):
+        raise ValueError("missing timestamp, user_message, assistant_summary or session_name")
+    extra = {k: raw.get(k, "") for k in ("workdir", "user", "scope")}
+    if not all(isinstance(v, str) for v in extra.values()):
+        raise ValueError("workdir, user and scope must be strings")
+    if "user" not in raw:
+        extra["user"] = legacy_user(raw["session_name"])
+    extra["scope"] = extra["scope"] or "private"
+    return MemoryEntry(float(raw["timestamp"]), *(raw[k] for k in ENTRY_FIELDS[1:4]), **extra)
+
+
+def legacy_user(session_name: str) -> str:
+    platform, sep, ident = session_name.partition("_")
+    ok = sep and platform.isalnum() and platform.islower() and ident and not ident.isspace()
+    return f"{platform}:{ident}" if ok else ""
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename durable: the directory entry itself must reach the disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _all_str(d: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    return all(isinstance(d.get(k), str) for k in keys)

@@ -1,0 +1,179 @@
+"""The SQLite store: the default backend."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.models import Exchange, MemoryEntry, Session, Usage
+from core.store import _sqlite_file
+from core.store._codec import session_from_json, turns_to_json, unreadable
+from core.store.base import StoreCorrupt, StoreError
+
+_UPSERT_SESSION = """
+INSERT INTO sessions(key, user, started_at, last_active, turns) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.started_at,
+    last_active = excluded.last_active, turns = excluded.turns"""
+_INSERT_ENTRY = """
+INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name, workdir, scope)
+VALUES (?, ?, ?, ?, ?, ?, ?)"""
+_ADD_USAGE = """
+INSERT INTO usage(user, day, input_tokens, output_tokens) VALUES (?, ?, ?, ?)
+ON CONFLICT(user, day) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens"""
+# Everything older than the user's newest `max_entries` rows; NULL (no-op) when fewer.
+_TRIM = """
+DELETE FROM ring WHERE user = ?1 AND id <= (
+    SELECT id FROM ring WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
+_RING = """
+SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, scope FROM (
+    SELECT * FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?)
+ORDER BY id"""
+
+
+class SqliteStore:
+    """Sessions, rings and usage in one SQLite file (WAL mode).
+
+    Durability: `synchronous=NORMAL` in WAL mode means a commit is in the OS
+    once `commit_exchange` returns, so it survives a killed or crashed process
+    — which is what we promise. A power cut may lose the last few commits
+    (never corrupt the file); that trade buys a commit without an fsync.
+
+    Calls run on the event loop thread with the stdlib `sqlite3`: a commit
+    costs tens of microseconds, less than handing it to a worker thread and
+    back would, and running everything on one thread also serialises writes.
+
+    Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
+    checkpoints the WAL and truncates it, so the forgotten text is in neither
+    the database nor the `-wal` file afterwards.
+
+    An existing file is vetted read-only before it is opened for writing; a
+    damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
+    """
+
+    def __init__(self, path: Path, *, max_entries: int) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self._path = path
+        self._max = max_entries
+        self._db: sqlite3.Connection | None = None
+        self._vacuum_on_forget = False
+
+    async def open(self) -> None:
+        """Create the file (and parent dir) if missing, else vet it; then connect."""
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            if not self._path.exists():
+                _sqlite_file.check_wal_orphan(self._path)
+                _sqlite_file.create(self._path)
+        except OSError as err:
+            raise unreadable(self._path, err) from err
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path} could not be created ({err})") from err
+        _sqlite_file.check_existing(self._path)
+        try:
+            db = sqlite3.connect(self._path, isolation_level=None)
+            db.execute("PRAGMA busy_timeout = 5000")
+            if db.execute("PRAGMA journal_mode = WAL").fetchone() != ("wal",):
+                raise sqlite3.OperationalError("WAL mode unavailable")
+            db.execute("PRAGMA synchronous = NORMAL")
+            # Some builds cannot zero deleted content; then forget() vacuums instead.
+            self._vacuum_on_forget = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path} could not be opened ({err})") from err
+        self._db = db
+
+    async def load_session(self, key: str) -> Session | None:
+        row = self._conn().execute(
+            "SELECT user, started_at, last_active, turns FROM sessions WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            raw = {"user": row[0], "started_at": row[1], "last_active": row[2]}
+            return session_from_json(key, {**raw, "turns": json.loads(row[3])})
+        except ValueError as err:
+            raise StoreCorrupt(f"{self._path}: session {key!r} is unreadable ({err})") from err
+
+    async def save_session(self, session: Session | None, *, key: str) -> None:
+        with self._txn() as db:
+            if session is None:
+                db.execute("DELETE FROM sessions WHERE key = ?", (key,))
+            else:
+                db.execute(_UPSERT_SESSION, _session_row(session, key))
+
+    async def commit_exchange(self, exchange: Exchange) -> None:
+        """One transaction: session, ring entry (filed under `ring_user`), usage, trim."""
+        user, e, u = exchange.ring_user, exchange.entry, exchange.usage
+        session = _session_row(exchange.session, exchange.session.key)
+        entry = (user, e.timestamp, e.user_message, e.assistant_summary, e.session_name,
+                 e.workdir, e.scope)
+        with self._txn() as db:
+            db.execute(_UPSERT_SESSION, session)
+            db.execute(_INSERT_ENTRY, entry)
+            db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
+            db.execute(_TRIM, (user, self._max))
+
+    async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
+        """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
+        if not user:
+            return []
+        rows = self._conn().execute(_RING, (user, since, self._max)).fetchall()
+        return [MemoryEntry(*row) for row in rows]
+
+    async def forget(self, user: str) -> None:
+        """Delete the user's rows, then flush and truncate the WAL that still held them."""
+        with self._txn() as db:
+            for table in ("ring", "sessions", "usage"):
+                db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
+        try:
+            if self._vacuum_on_forget:
+                self._conn().execute("VACUUM")
+            busy = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: forget could not scrub the file ({err})") from err
+        if busy:
+            raise StoreError(f"{self._path}: forget could not truncate the WAL (busy); retry")
+
+    async def usage(self, user: str, *, day: str) -> Usage:
+        row = self._conn().execute(
+            "SELECT input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?",
+            (user, day),
+        ).fetchone()
+        return Usage() if row is None else Usage(*row)
+
+    async def aclose(self) -> None:
+        """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
+        db, self._db = self._db, None
+        if db is not None:
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError(f"{self._path} is not open")
+        return self._db
+
+    @contextmanager
+    def _txn(self) -> Iterator[sqlite3.Connection]:
+        db = self._conn()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException as err:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(err, sqlite3.Error):
+                raise StoreError(f"{self._path}: write failed ({err})") from err
+            raise
+
+
+def _session_row(s: Session, key: str) -> tuple[str, str, float, float, str]:
+    turns = json.dumps(turns_to_json(s.turns), ensure_ascii=False)
+    return (key, s.user, s.started_at, s.last_active, turns)

@@ -1,0 +1,92 @@
+"""Everything the bot itself says, in the two languages of `bot.language`."""
+
+from __future__ import annotations
+
+TEXTS: dict[str, dict[str, str]] = {
+    "en": {
+        "denied": (
+            "Sorry, you are not allowed to use this bot. Ask the admin to add "
+            "{user_id} to access.allow in the chatbridge config."
+        ),
+        "all_failed": (
+            "Sorry, the AI service ({providers}) is not answering right now. "
+            "Please try again in a few minutes."
+        ),
+        "interrupted": "[The answer was interrupted: {providers} stopped responding.]",
+        "new": "Started a fresh session. I still remember what we talked about today.",
+        "forget": "Done: I have forgotten everything I remembered about you.",
+        "memory_empty": "I remember nothing from this chat in the last {max_age}.",
+        "memory_head": "What I remember from this chat (last {max_age}):",
+        "unknown": "Unknown command {command}. Try /help.",
+        "empty_answer": "(The AI service returned an empty answer.)",
+        "help": (
+            "Just write to me. Commands:\n"
+            "/new – start a fresh session (memory is kept)\n"
+            "/forget – erase everything I remember about you\n"
+            "/memory – show what I remember from this chat\n"
+            "/status – model, session and usage\n"
+            "/help – this text"
+        ),
+        "status": (
+            "Model: {model}\nSession: {session}\nMemory: {ring} entries "
+            "(kept {max_age})\nTokens today: {tokens_in} in, {tokens_out} out"
+        ),
+        "session_live": "started {age} ago, expires after {left} more idle",
+        "session_none": "none (the next message starts one)",
+    },
+    "de": {
+        "denied": (
+            "Du darfst diesen Bot leider nicht benutzen. Bitte den Admin, "
+            "{user_id} in access.allow der chatbridge-Konfiguration einzutragen."
+        ),
+        "all_failed": (
+            "Der KI-Dienst ({providers}) antwortet gerade nicht. "
+            "Bitte versuch es in ein paar Minuten noch einmal."
+        ),
+        "interrupted": "[Die Antwort wurde abgebrochen: {providers} antwortet nicht mehr.]",
+        "new": "Neue Session gestartet. An heute erinnere ich mich weiterhin.",
+        "forget": "Erledigt: Ich habe alles vergessen, was ich mir über dich gemerkt hatte.",
+        "memory_empty": "Aus diesem Chat habe ich mir in den letzten {max_age} nichts gemerkt.",
+        "memory_head": "Das habe ich mir aus diesem Chat gemerkt (letzte {max_age}):",
+        "unknown": "Unbekannter Befehl {command}. Versuch /help.",
+        "empty_answer": "(Der KI-Dienst hat eine leere Antwort geliefert.)",
+        "help": (
+            "Schreib mir einfach. Befehle:\n"
+            "/new – neue Session (die Erinnerung bleibt)\n"
+            "/forget – alles löschen, was ich mir über dich gemerkt habe\n"
+            "/memory – zeigen, was ich mir aus diesem Chat gemerkt habe\n"
+            "/status – Modell, Session und Verbrauch\n"
+            "/help – dieser Text"
+        ),
+        "status": (
+            "Modell: {model}\nSession: {session}\nErinnerung: {ring} Einträge "
+            "(für {max_age})\nTokens heute: {tokens_in} rein, {tokens_out} raus"
+        ),
+        "session_live": "seit {age}, läuft nach {left} Ruhe ab",
+        "session_none": "keine (die nächste Nachricht startet eine)",
+    },
+}
+
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("new", "Start a fresh session (memory is kept)"),
+    ("forget", "Erase everything the bot remembers about you"),
+    ("memory", "Show what the bot remembers from this chat"),
+    ("status", "Model, session and usage"),
+    ("help", "What this bot does"),
+)
+
+
+def say(language: str, key: str, **values: object) -> str:
+    return TEXTS[language][key].format(**values)
+
+
+def human_duration(seconds: float) -> str:
+    """`5400` -> `1h 30m`; short and language-neutral."""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"

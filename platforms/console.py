@@ -1,0 +1,70 @@
+"""The console platform behind `chatbridge chat`: one line in, the reply out.
+
+Reads stdin line by line whether or not it is a terminal, so the bot can be
+scripted (`printf 'hi\\n' | chatbridge chat`). Each reply is printed whole
+once it is complete, followed by a blank line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TextIO
+
+from core.models import ChatKind, Conversation, IncomingMessage
+from platforms.base import PlatformLimits
+
+__all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
+
+
+class _Printed:
+    """Handle of a printed message (the console cannot edit)."""
+
+
+class ConsoleOutbox:
+    limits = PlatformLimits(max_chars=1_000_000, edit_interval=None)
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    async def send(self, text: str) -> _Printed:
+        self._out.write(f"{text}\n\n")
+        self._out.flush()
+        return _Printed()
+
+    async def edit(self, message: object, text: str) -> None:
+        raise NotImplementedError("the console cannot edit printed text")
+
+    async def typing(self) -> None:
+        return None
+
+
+def console_conversation(user: str) -> Conversation:
+    """`local` is the console's own user; `telegram:123` or `alice` act as them."""
+    return Conversation(platform="console", chat="local", user=user, kind=ChatKind.PRIVATE)
+
+
+class ConsolePlatform:
+    """Feeds stdin lines to the engine one at a time until EOF (Ctrl-D)."""
+
+    name = "console"
+
+    def __init__(self, engine: object, *, user: str, stdin: TextIO, stdout: TextIO) -> None:
+        self._engine = engine
+        self._conversation = console_conversation(user)
+        self._stdin = stdin
+        self._outbox = ConsoleOutbox(stdout)
+
+    async def run(self) -> None:
+        while True:
+            line = await asyncio.to_thread(self._stdin.readline)
+            if not line:
+                return
+            text = line.strip()
+            if text:
+                message = IncomingMessage(conversation=self._conversation, text=text)
+                await self._engine.handle(message, self._outbox)  # type: ignore[attr-defined]
+
+
+def default_streams() -> tuple[TextIO, TextIO]:
+    return sys.stdin, sys.stdout

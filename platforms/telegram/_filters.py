@@ -1,0 +1,144 @@
+"""Which Telegram updates reach the engine, and as what.
+
+Private chats: every text message from a human. Groups and supergroups: only
+messages addressed to the bot, i.e. that @mention it, reply to one of its
+messages, or start with a command meant for it (`/cmd` or `/cmd@thisbot`).
+Everything else returns `None` and never reaches the engine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from telegram import Chat, Message, MessageEntity, Update
+
+from core.models import ChatKind, Conversation, IncomingMessage
+
+_UTF16 = "utf-16-le"
+# What usually follows an address, as in "@bot, do X" or "@bot: do X".
+_AFTER_MENTION = re.compile(r"^[,:]?[ \t]*")
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who "me" is; `username` is without the leading `@`."""
+
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An update the engine should see, plus where its reply goes.
+
+    `reply_to` is the triggering message in groups (so the answer quotes the
+    question among other chatter) and `None` in private chats.
+    """
+
+    message: IncomingMessage
+    chat_id: int
+    thread_id: int | None
+    reply_to: int | None
+
+
+def accept(update: Update, me: BotIdentity) -> Accepted | None:
+    """The normalised message if the bot should answer `update`, else `None`.
+
+    Edited messages are ignored on purpose: the first version was already
+    answered, and answering each edit would put two replies in the chat. Bots
+    (including this one) are ignored so two bots can never talk in a loop.
+    """
+    msg = update.message
+    if msg is None or msg.text is None:
+        return None
+    sender = msg.from_user
+    if sender is None or sender.is_bot:
+        return None
+    if msg.chat.type == Chat.PRIVATE:
+        kind = ChatKind.PRIVATE
+    elif msg.chat.type in (Chat.GROUP, Chat.SUPERGROUP):
+        kind = ChatKind.GROUP
+        if not _addressed_to_me(msg, me):
+            return None
+    else:
+        return None
+    text = _strip_mentions(msg, me)
+    if not text:
+        return None  # a bare "@bot" carries no question
+    # Outside forums, `message_thread_id` also marks reply chains; only a real
+    # forum topic is a separate conversation.
+    thread = msg.message_thread_id if msg.is_topic_message else None
+    conversation = Conversation(
+        platform="telegram",
+        chat=str(msg.chat.id),
+        user=str(sender.id),
+        thread=str(thread or ""),
+        kind=kind,
+    )
+    return Accepted(
+        message=IncomingMessage(
+            conversation=conversation,
+            text=text,
+            event_id=f"telegram:{update.update_id}",
+            user_name=sender.full_name,
+        ),
+        chat_id=msg.chat.id,
+        thread_id=thread,
+        reply_to=msg.message_id if kind is ChatKind.GROUP else None,
+    )
+
+
+def _addressed_to_me(msg: Message, me: BotIdentity) -> bool:
+    return bool(_my_mentions(msg, me)) or _replies_to_me(msg, me) or _command_for_me(msg, me)
+
+
+def _my_mentions(msg: Message, me: BotIdentity) -> list[MessageEntity]:
+    handle = f"@{me.username}".casefold()
+    found = []
+    for entity, text in msg.parse_entities().items():
+        if entity.type == MessageEntity.MENTION and text.casefold() == handle:
+            found.append(entity)
+        elif entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == me.id:
+            found.append(entity)
+    return found
+
+
+def _replies_to_me(msg: Message, me: BotIdentity) -> bool:
+    replied = msg.reply_to_message
+    # In forum topics every message "replies" to the topic's service message;
+    # that one is no reply to us even when the bot created the topic.
+    if replied is None or replied.forum_topic_created is not None:
+        return False
+    return replied.from_user is not None and replied.from_user.id == me.id
+
+
+def _command_for_me(msg: Message, me: BotIdentity) -> bool:
+    for entity, text in msg.parse_entities([MessageEntity.BOT_COMMAND]).items():
+        if entity.offset != 0:
+            continue
+        _, at, target = text.partition("@")
+        return not at or target.casefold() == me.username.casefold()
+    return False
+
+
+def _strip_mentions(msg: Message, me: BotIdentity) -> str:
+    """`msg.text` without the bot's @mentions; offsets are UTF-16 as Telegram sends them."""
+    text = msg.text or ""
+    mentions = sorted(_my_mentions(msg, me), key=lambda e: e.offset)
+    if not mentions:
+        return text.strip()
+    units = text.encode(_UTF16)
+    result, cursor = "", 0
+    for entity in [*mentions, None]:
+        end = len(units) // 2 if entity is None else entity.offset
+        piece = units[cursor * 2 : end * 2].decode(_UTF16)
+        if cursor:
+            piece = _AFTER_MENTION.sub("", piece, count=1)
+        if result and piece:
+            result = result.rstrip(" \t") + " " + piece
+        else:
+            result += piece
+        if entity is not None:
+            cursor = entity.offset + entity.length
+    return result.strip()

@@ -1,0 +1,52 @@
+"""The aiohttp endpoint Telegram POSTs updates to in webhook mode."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+Deliver = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class WebhookReceiver:
+    """Checks the secret header and hands each update to `deliver`.
+
+    Answers: 403 when the secret header is missing or wrong (nothing is
+    delivered); 503 while not accepting (before start, after close), which
+    makes Telegram keep the update and retry later; 400 for a body that is not
+    a JSON object; 200 once the update is queued. `deliver` must only enqueue,
+    never wait for the answer: Telegram times out slow webhooks and redelivers.
+    """
+
+    def __init__(self, secret: str, deliver: Deliver) -> None:
+        if not secret:
+            raise ValueError("a webhook without a secret would accept forged updates")
+        self._secret = secret.encode()
+        self._deliver = deliver
+        self.accepting = False
+
+    async def handle(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        # Constant-time comparison: the secret must not leak through timing.
+        if not hmac.compare_digest(given, self._secret):
+            log.warning("telegram webhook: rejected a request without the right secret")
+            return web.Response(status=403)
+        if not self.accepting:
+            return web.Response(status=503)
+        try:
+            data = await request.json(loads=json.loads, content_type=None)
+        except ValueError:
+            return web.Response(status=400)
+        if not isinstance(data, dict):
+            return web.Response(status=400)
+        await self._deliver(data)
+        return web.Response(status=200)

@@ -1,0 +1,164 @@
+"""Anthropic's Messages API as a `Provider`.
+
+SDK exceptions stop here: everything `stream()` raises is a `ProviderError`
+whose message names the config entry and never carries the API key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anthropic
+import httpx2
+
+from core.models import Turn, Usage
+from providers.base import (
+    InvalidRequest,
+    Prompt,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+    StreamEvent,
+    TextDelta,
+    UsageReport,
+)
+from providers.openai import PLACEHOLDER_KEY, retry_after_seconds, status_detail
+
+# The SDK lets raw httpx2 errors out of a stream's body (a dropped connection,
+# a read timeout mid-answer), and a malformed `data:` line as a JSONDecodeError.
+WIRE_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
+
+
+def alternate_roles(turns: Sequence[Turn]) -> list[dict[str, str]]:
+    """Turns as Messages API messages: starting with "user", roles alternating.
+
+    Empty turns are dropped (the API rejects empty text), leading assistant turns
+    are dropped (a reply to nothing the model can see), consecutive same-role
+    turns are merged with a blank line. Any role but "assistant" counts as "user".
+    Returns [] when no user turn remains.
+    """
+    messages: list[dict[str, str]] = []
+    for turn in turns:
+        role = "assistant" if turn.role == "assistant" else "user"
+        if not turn.content.strip() or (not messages and role == "assistant"):
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += "\n\n" + turn.content
+        else:
+            messages.append({"role": role, "content": turn.content})
+    return messages
+
+
+class AnthropicProvider:
+    """Streams Messages through one `anthropic.AsyncAnthropic` client per instance.
+
+    Retries and timeouts are the SDK's: `max_retries` covers 408/409/429/5xx/529
+    and failed connections before the first byte (a stream never restarts once it
+    began); `timeout` bounds each network wait, not the whole answer.
+    `base_url=None` means the SDK default (ANTHROPIC_BASE_URL, else Anthropic).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        api_key: str | None,
+        base_url: str | None,
+        timeout: float,
+        max_retries: int,
+        max_tokens: int,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._secret = api_key
+        self._timeout = timeout
+        self._max_tokens = max_tokens
+        # An explicit key, even a placeholder, stops the SDK from hunting for
+        # credentials in the environment and in profile files on disk.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key or PLACEHOLDER_KEY,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        """Yield text deltas in order, then one `UsageReport`.
+
+        Input tokens come from message_start, output tokens from message_delta. A
+        stream that ends without message_stop is an error, not a short answer.
+        """
+        messages = alternate_roles(prompt.messages)
+        if not messages:
+            raise InvalidRequest(
+                f"Provider {self.name!r} got a prompt without a user message.", provider=self.name
+            )
+        extra: dict[str, Any] = {"system": prompt.system} if prompt.system else {}
+        input_tokens = output_tokens = 0
+        stopped = False
+        try:
+            events = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self._max_tokens,
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+                **extra,
+            )
+            # `async with` closes the HTTP response on early exit and cancellation.
+            async with events:
+                async for event in events:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        if event.delta.text:
+                            yield TextDelta(event.delta.text)
+                    elif event.type == "message_start":
+                        input_tokens = event.message.usage.input_tokens
+                    elif event.type == "message_delta":
+                        output_tokens = event.usage.output_tokens
+                    elif event.type == "message_stop":
+                        stopped = True
+        except WIRE_ERRORS as exc:
+            raise self._mapped(exc) from exc
+        if not stopped:
+            raise ProviderUnavailable(
+                f"Provider {self.name!r} ended its stream before message_stop.",
+                provider=self.name,
+            )
+        yield UsageReport(Usage(input_tokens, output_tokens))
+
+    def _mapped(self, exc: Exception) -> ProviderError:
+        """The `ProviderError` for an SDK/transport exception; one sentence each."""
+        who = f"Provider {self.name!r}"
+        if isinstance(exc, anthropic.RateLimitError):
+            return RateLimited(
+                f"{who} is still rate limited (HTTP 429) after the SDK's retries.",
+                provider=self.name,
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return ProviderTimeout(
+                f"{who} timed out waiting {self._timeout:g}s for data.", provider=self.name
+            )
+        if isinstance(exc, anthropic.APIStatusError):
+            detail = status_detail(exc.status_code, exc.type, exc.api_message, self._secret)
+            if exc.status_code < 400:
+                # An `event: error` after the 200 went out (overloaded mid-answer).
+                return ProviderUnavailable(
+                    f"{who} reported an error mid-stream ({detail.removeprefix('HTTP 200 ')}).",
+                    provider=self.name,
+                )
+            if exc.status_code < 500:
+                return InvalidRequest(f"{who} rejected the request ({detail}).", provider=self.name)
+            return ProviderUnavailable(f"{who} failed ({detail}).", provider=self.name)
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
+        if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):
+            return ProviderUnavailable(f"{who} lost the connection.", provider=self.name)
+        return ProviderUnavailable(f"{who} failed unexpectedly.", provider=self.name)
+
+    async def aclose(self) -> None:
+        """Close the client's connection pool; the instance is unusable afterwards."""
+        await self._client.close()

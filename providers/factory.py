@@ -1,0 +1,76 @@
+"""Config entries to providers: one instance (one SDK client) per entry.
+
+The config objects are duck-typed so this module needs nothing from `config`:
+an entry has `type`, `model`, `api_key`, `base_url`, `timeout`, `max_retries`
+and `max_tokens`; the providers section has `default`, `fallback`, `entries`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from providers.anthropic import AnthropicProvider
+from providers.base import Provider
+from providers.debug import DebugProvider
+from providers.fallback import FallbackProvider
+from providers.openai import OpenAIProvider
+
+
+class ProvidersSection(Protocol):
+    default: str
+    fallback: Sequence[str]
+    entries: Mapping[str, Any]
+
+
+def _secret(value: object) -> str | None:
+    """A plain key from a pydantic `SecretStr`, a plain string, or None."""
+    if value is None:
+        return None
+    reveal = getattr(value, "get_secret_value", None)
+    key = reveal() if callable(reveal) else value
+    if not isinstance(key, str):
+        raise TypeError("a provider's api_key must be a string or a SecretStr")
+    return key or None
+
+
+def build_provider(name: str, cfg: Any) -> Provider:
+    """The provider for config entry `name`.
+
+    Raises ValueError for an unknown `type`. `base_url=None` means the SDK's default.
+    """
+    kind = cfg.type
+    if kind == "debug":
+        return DebugProvider(name)
+    classes: dict[str, type[OpenAIProvider] | type[AnthropicProvider]] = {
+        "openai": OpenAIProvider,
+        "anthropic": AnthropicProvider,
+    }
+    if kind not in classes:
+        raise ValueError(f"provider {name!r} has unknown type {kind!r}")
+    return classes[kind](
+        name,
+        model=cfg.model,
+        api_key=_secret(cfg.api_key),
+        base_url=cfg.base_url or None,
+        timeout=float(cfg.timeout),
+        max_retries=int(cfg.max_retries),
+        max_tokens=int(cfg.max_tokens),
+    )
+
+
+def build_chain(providers_cfg: ProvidersSection) -> Provider:
+    """`default` followed by `fallback` (duplicates dropped, order kept).
+
+    One name gives that provider itself; several give a `FallbackProvider` that
+    owns them. Raises ValueError naming any entry that doesn't exist.
+    """
+    names = list(dict.fromkeys([providers_cfg.default, *providers_cfg.fallback]))
+    missing = [name for name in names if name not in providers_cfg.entries]
+    if missing:
+        raise ValueError(f"unknown provider entries: {', '.join(map(repr, missing))}")
+    chain = [build_provider(name, providers_cfg.entries[name]) for name in names]
+    if len(chain) == 1:
+        return chain[0]
+    return FallbackProvider(chain, logger=logging.getLogger("chatbridge.providers"))

@@ -1,0 +1,170 @@
+"""OpenAI Chat Completions, and any server that speaks it (Ollama, vLLM), as a `Provider`.
+
+SDK exceptions stop here: everything `stream()` raises is a `ProviderError`
+whose message names the config entry and never carries the API key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+import openai
+
+from core.models import Usage
+from providers.base import (
+    InvalidRequest,
+    Prompt,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+    StreamEvent,
+    TextDelta,
+    UsageReport,
+)
+
+# Local servers ignore the key, but the SDK refuses to start without one (or
+# silently reads OPENAI_API_KEY from the environment).
+PLACEHOLDER_KEY = "not-needed"
+
+# What can escape the SDK while streaming: its own errors, raw transport errors
+# from the body iterator, and the JSON error of a malformed `data:` line.
+WIRE_ERRORS = (openai.OpenAIError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The server's requested wait: `retry-after-ms`, else numeric `retry-after`."""
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return float(headers[header]) / divisor
+        except (KeyError, ValueError):
+            continue
+    return None  # absent, or an HTTP date: too rare to be worth parsing here
+
+
+def status_detail(status: int, error_type: object, message: object, secret: str | None) -> str:
+    """`HTTP 404 not_found_error: "model x"`: safe to log and to show an admin.
+
+    Auth failures get no server text at all, because that is where servers echo
+    (parts of) the key back; elsewhere the exact key is masked regardless.
+    """
+    detail = f"HTTP {status}"
+    if isinstance(error_type, str) and error_type.replace("_", "").isalnum():
+        detail += f" {error_type}"
+    if isinstance(message, str) and message and status not in (401, 403):
+        text = message.replace(secret, "***") if secret else message
+        text = " ".join(text.split()).rstrip(".")
+        detail += f': "{text[:120]}"'
+    return detail
+
+
+class OpenAIProvider:
+    """Streams Chat Completions through one `openai.AsyncOpenAI` client per instance.
+
+    Retries and timeouts are the SDK's: `max_retries` covers 408/409/429/5xx and
+    failed connections before the first byte (a stream never restarts once it
+    began); `timeout` bounds each network wait (connect, every read gap), not the
+    whole answer. `base_url=None` means the SDK default (OpenAI itself).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        api_key: str | None,
+        base_url: str | None,
+        timeout: float,
+        max_retries: int,
+        max_tokens: int,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._secret = api_key
+        self._timeout = timeout
+        self._max_tokens = max_tokens
+        # OpenAI rejects `max_tokens` for its reasoning models, while compatible
+        # servers reliably know only that older name.
+        self._limit_param = "max_completion_tokens" if base_url is None else "max_tokens"
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or PLACEHOLDER_KEY,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        """Yield content deltas in order, then one `UsageReport` if the server sent usage.
+
+        A stream that ends without a `finish_reason` is an error, not a short answer.
+        """
+        messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
+        messages += [{"role": turn.role, "content": turn.content} for turn in prompt.messages]
+        usage: Usage | None = None
+        finished = False
+        try:
+            chunks = await self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+                **{self._limit_param: self._max_tokens},
+            )
+            # `async with` closes the HTTP response on early exit and cancellation.
+            async with chunks:
+                async for chunk in chunks:
+                    if chunk.usage is not None:
+                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                    for choice in chunk.choices:
+                        finished = finished or choice.finish_reason is not None
+                        if choice.delta is not None and choice.delta.content:
+                            yield TextDelta(choice.delta.content)
+        except WIRE_ERRORS as exc:
+            raise self._mapped(exc) from exc
+        if not finished:
+            raise ProviderUnavailable(
+                f"Provider {self.name!r} ended its stream before a finish_reason.",
+                provider=self.name,
+            )
+        if usage is not None:
+            yield UsageReport(usage)
+
+    def _mapped(self, exc: Exception) -> ProviderError:
+        """The `ProviderError` for an SDK/transport exception; one sentence each."""
+        who = f"Provider {self.name!r}"
+        if isinstance(exc, openai.RateLimitError):
+            wait = retry_after_seconds(exc.response.headers)
+            return RateLimited(
+                f"{who} is still rate limited (HTTP 429) after the SDK's retries.",
+                provider=self.name,
+                retry_after=wait,
+            )
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+            return ProviderTimeout(
+                f"{who} timed out waiting {self._timeout:g}s for data.", provider=self.name
+            )
+        if isinstance(exc, openai.APIStatusError):
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = status_detail(
+                exc.status_code, body.get("type"), body.get("message"), self._secret
+            )
+            if 400 <= exc.status_code < 500:
+                return InvalidRequest(f"{who} rejected the request ({detail}).", provider=self.name)
+            return ProviderUnavailable(f"{who} failed ({detail}).", provider=self.name)
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
+        if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):
+            return ProviderUnavailable(f"{who} lost the connection.", provider=self.name)
+        # A bare APIError: an `{"error": ...}` frame after the 200 went out.
+        kind = getattr(exc, "type", None)
+        suffix = f" ({kind})" if isinstance(kind, str) and kind.replace("_", "").isalnum() else ""
+        return ProviderUnavailable(
+            f"{who} reported an error mid-stream{suffix}.", provider=self.name
+        )
+
+    async def aclose(self) -> None:
+        """Close the client's connection pool; the instance is unusable afterwards."""
+        await self._client.close()

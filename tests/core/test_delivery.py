@@ -1,0 +1,95 @@
+"""Splitting at the platform limit and throttled streaming (core/delivery.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.delivery import StreamingReply, split_message
+from platforms.base import DeliveryRetry
+from tests.support.fakes import RecordingOutbox
+
+
+def _fences_balanced(chunk: str) -> bool:
+    return sum(1 for line in chunk.splitlines() if line.strip().startswith("```")) % 2 == 0
+
+
+def test_short_text_is_one_chunk() -> None:
+    assert split_message("hello", 4096) == ["hello"]
+
+
+def test_ten_thousand_chars_split_without_loss() -> None:
+    text = "\n".join(f"Zeile {i}: " + "wort " * 12 for i in range(160))
+    assert len(text) > 10_000
+    chunks = split_message(text, 4096)
+    assert len(chunks) == 3
+    assert all(len(c) <= 4096 for c in chunks)
+    assert " ".join(chunks).split() == text.split()
+
+
+def test_code_block_is_closed_and_reopened_across_chunks() -> None:
+    code = "\n".join(f"value_{i} = {i}" for i in range(400))
+    text = f"Here is the code:\n\n```python\n{code}\n```\nDone."
+    chunks = split_message(text, 1000)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert len(chunk) <= 1000
+        assert _fences_balanced(chunk), chunk[-40:]
+    for chunk in chunks[1:-1]:
+        assert chunk.startswith("```python\n")
+    joined = "\n".join(chunks)
+    for i in range(400):
+        assert f"value_{i} = {i}" in joined
+
+
+def test_a_word_longer_than_the_limit_is_hard_split() -> None:
+    assert split_message("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
+
+
+async def test_streaming_edits_are_throttled() -> None:
+    now = [0.0]
+    outbox = RecordingOutbox(edit_interval=1.0)
+    reply = StreamingReply(outbox, monotonic=lambda: now[0])
+    for i in range(10):
+        await reply.push(f"part{i} ")
+        now[0] += 0.25  # 10 deltas over 2.5 s -> a send and at most 2 edits
+    await reply.finish()
+    assert len(outbox.messages) == 1
+    assert len(outbox.messages[0].edits) <= 3
+    assert outbox.last == " ".join(f"part{i}" for i in range(10))
+
+
+async def test_streaming_past_the_limit_continues_in_a_new_message() -> None:
+    outbox = RecordingOutbox(max_chars=100, edit_interval=0.0)
+    reply = StreamingReply(outbox)
+    for i in range(30):
+        await reply.push(f"word{i:02d} ")
+    await reply.finish()
+    assert len(outbox.messages) == 3
+    assert " ".join(outbox.texts).split() == [f"word{i:02d}" for i in range(30)]
+
+
+async def test_flood_control_during_streaming_skips_edits_and_final_waits() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    outbox = RecordingOutbox(edit_interval=0.0)
+    reply = StreamingReply(outbox, sleep=sleep)
+    await reply.push("first ")
+    outbox.floods = [3.0]
+    await reply.push("second ")  # flood: skipped, no exception
+    outbox.floods = [2.0]
+    await reply.finish()
+    assert slept == [2.0]
+    assert outbox.last == "first second"
+
+
+async def test_final_delivery_gives_up_after_repeated_floods() -> None:
+    async def sleep(seconds: float) -> None:
+        return None
+
+    outbox = RecordingOutbox()
+    outbox.floods = [1.0] * 10
+    with pytest.raises(DeliveryRetry):
+        await StreamingReply(outbox, sleep=sleep).finish("text")

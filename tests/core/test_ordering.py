@@ -1,0 +1,128 @@
+"""Per-conversation ordering, redelivery, cancellation and failures (behaviour 7)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+from core.engine import EngineSettings
+from providers.base import ProviderUnavailable
+from tests.support.fakes import ScriptedProvider
+from tests.support.testbot import ALICE, TestBot, make_testbot
+
+
+class ConcurrencyProbe(ScriptedProvider):
+    """Counts how many streams run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = 0
+        self.peak = 0
+
+    async def stream(self, prompt):  # type: ignore[no-untyped-def, override]
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(0.05)
+            async for event in super().stream(prompt):
+                yield event
+        finally:
+            self.running -= 1
+
+
+async def test_one_conversation_is_answered_in_order(tmp_path: Path) -> None:
+    probe = ConcurrencyProbe()
+    bot = await make_testbot(tmp_path, provider=probe)
+    await asyncio.gather(*(bot.say(f"m{i}") for i in range(4)))
+    assert probe.peak == 1
+    contents = [p.messages[-1].content for p in probe.prompts]
+    assert contents == ["m0", "m1", "m2", "m3"]
+    assert len(probe.prompts[-1].messages) == 7, "each message saw the previous turns"
+    await bot.engine.store.aclose()
+
+
+async def test_different_conversations_run_concurrently(tmp_path: Path) -> None:
+    probe = ConcurrencyProbe()
+    bot = await make_testbot(tmp_path, provider=probe)
+    await asyncio.gather(bot.say("a", user=ALICE), bot.say("b", user="42"))
+    assert probe.peak == 2
+    await bot.engine.store.aclose()
+
+
+async def test_a_redelivered_event_gets_exactly_one_answer(bot: TestBot) -> None:
+    first = await bot.say("Hallo", event_id="telegram:1001")
+    second = await bot.say("Hallo", event_id="telegram:1001")
+    assert first == "echo: Hallo" and second == ""
+    assert len(bot.provider.prompts) == 1
+
+
+async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider(
+        lambda prompt: [ProviderUnavailable("all providers failed", provider="main, backup")]
+    )
+    bot = await make_testbot(tmp_path, provider=provider)
+    reply = await bot.say("Check wo das Chemitek-Paket bleibt")
+    assert "main, backup" in reply and "noch einmal" in reply
+    assert len(bot.outboxes[-1].messages) == 1
+    assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
+    assert await bot.engine.store.load_session(f"telegram:{ALICE}::{ALICE}") is None
+    await bot.engine.store.aclose()
+
+
+async def test_a_stream_broken_after_text_keeps_the_text_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider(
+        lambda prompt: ["UPS Tracking 1Z999", ProviderUnavailable("dropped", provider="main")]
+    )
+    bot = await make_testbot(tmp_path, provider=provider)
+    reply = await bot.say("Paket?")
+    assert reply.startswith("UPS Tracking 1Z999")
+    assert "abgebrochen" in reply
+    assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
+    await bot.engine.store.aclose()
+
+
+async def test_new_cancels_the_reply_in_flight(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    provider = ScriptedProvider(lambda prompt: ["never shown"], gate=gate)
+    bot = await make_testbot(tmp_path, provider=provider)
+    pending = asyncio.create_task(bot.say("lange Frage"))
+    await asyncio.sleep(0.01)
+    await bot.say("/new")
+    await asyncio.wait_for(pending, 1.0)
+    assert provider.cancelled == 1
+    assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
+    await bot.engine.store.aclose()
+
+
+async def test_cancel_policy_lets_a_newer_message_replace_the_reply(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    provider = ScriptedProvider(lambda prompt: ["antwort"], gate=gate)
+    settings = replace(EngineSettings(), cancel_on_new_message=True)
+    bot = await make_testbot(tmp_path, provider=provider, settings=settings)
+    first = asyncio.create_task(bot.say("erste"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(bot.say("zweite"))
+    await asyncio.sleep(0.01)
+    gate.set()
+    assert await asyncio.wait_for(first, 1.0) == ""
+    assert await asyncio.wait_for(second, 1.0) == "antwort"
+    assert provider.cancelled == 1
+    ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
+    assert [e.user_message for e in ring] == ["zweite"]
+    await bot.engine.store.aclose()
+
+
+async def test_drain_cancels_replies_that_outlive_the_grace(tmp_path: Path) -> None:
+    provider = ScriptedProvider(lambda prompt: ["x"], gate=asyncio.Event())
+    bot = await make_testbot(tmp_path, provider=provider)
+    pending = asyncio.create_task(bot.say("hängt"))
+    await asyncio.sleep(0.01)
+    await bot.engine.drain(0.05)
+    await asyncio.wait_for(pending, 1.0)
+    assert provider.cancelled == 1
+    await bot.engine.store.aclose()

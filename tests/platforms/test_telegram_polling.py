@@ -1,0 +1,123 @@
+"""Long polling against the fake Bot API: offsets, restarts, commands, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.models import ChatKind, IncomingMessage
+from platforms.base import Outbox
+from platforms.telegram import TelegramPlatform
+from tests.platforms.conftest import Launch, StandInEngine, telegram_config
+from tests.support.fake_telegram import FakeTelegram
+
+
+async def test_private_message_reaches_engine_and_echo_is_sent(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    update_id = fake.push_text(100, 100, "hello there")
+    await fake.wait_for(lambda: fake.bot_texts(100) == ["echo: hello there"])
+
+    [message] = engine.handled
+    assert message.text == "hello there"
+    assert message.event_id == f"telegram:{update_id}"
+    assert message.user_name == "User100"
+    conv = message.conversation
+    assert (conv.platform, conv.chat, conv.user, conv.thread) == ("telegram", "100", "100", "")
+    assert conv.kind is ChatKind.PRIVATE
+
+
+async def test_start_registers_engine_commands_and_deletes_webhook(
+    fake: FakeTelegram, launch: Launch
+) -> None:
+    await launch()
+    assert fake.commands == [
+        {"command": "help", "description": "Show help"},
+        {"command": "new", "description": "Fresh session"},
+    ]
+    assert fake.calls_to("deleteWebhook")
+    await fake.wait_for(lambda: bool(fake.calls_to("getUpdates")))
+    assert fake.calls_to("getUpdates")[0].params["allowed_updates"] == ["message"]
+
+
+async def test_typing_action_is_sent_to_the_chat(fake: FakeTelegram, launch: Launch) -> None:
+    await launch()
+    fake.push_text(100, 100, "hi")
+    await fake.wait_for(lambda: bool(fake.bot_texts(100)))
+    [action] = fake.calls_to("sendChatAction")
+    assert action.params == {"chat_id": 100, "action": "typing"}
+
+
+async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram) -> None:
+    engine = StandInEngine()
+    first = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    await first.start()
+    ids = [fake.push_text(100, 100, f"m{i}") for i in range(3)]
+    await fake.wait_for(lambda: len(engine.handled) == 3)
+    await first.aclose()
+
+    # Arrive while the bot is down: nothing may be skipped.
+    ids += [fake.push_text(200, 200, f"m{i}") for i in range(3, 5)]
+    second = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    await second.start()
+    try:
+        await fake.wait_for(lambda: len(engine.handled) == 5)
+        await asyncio.sleep(0.7)  # a long-poll round: a re-delivery would show up now
+    finally:
+        await second.aclose()
+    assert [m.event_id for m in engine.handled] == [f"telegram:{i}" for i in ids]
+    assert sorted(fake.served) == ids  # Telegram handed each update out exactly once
+
+
+async def test_updates_fetched_before_stop_are_answered_not_redelivered(
+    fake: FakeTelegram,
+) -> None:
+    async def slow(message: IncomingMessage, outbox: Outbox) -> None:
+        await asyncio.sleep(0.3)
+        await outbox.send(f"done {message.text}")
+
+    engine = StandInEngine(slow)
+    platform = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    await platform.start()
+    ids = [fake.push_text(100, 100, f"q{i}") for i in range(3)]
+    await fake.wait_for(lambda: sorted(fake.served) == ids)
+    await platform.aclose()  # answers in flight finish before aclose returns
+    assert fake.bot_texts(100) == ["done q0", "done q1", "done q2"]
+
+    again = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    await again.start()
+    await asyncio.sleep(0.7)
+    await again.aclose()
+    assert len(engine.handled) == 3
+
+
+async def test_different_chats_are_answered_concurrently(
+    fake: FakeTelegram, launch: Launch
+) -> None:
+    other_chat_seen = asyncio.Event()
+
+    async def reply(message: IncomingMessage, outbox: Outbox) -> None:
+        if message.conversation.chat == "100":
+            # Blocks until chat 200 is handled: only possible if handled in parallel.
+            await asyncio.wait_for(other_chat_seen.wait(), 5)
+        else:
+            other_chat_seen.set()
+        await outbox.send("ok")
+
+    await launch(engine=StandInEngine(reply))
+    fake.push_text(100, 100, "first")
+    fake.push_text(200, 200, "second")
+    await fake.wait_for(lambda: fake.bot_texts(100) == ["ok"] and fake.bot_texts(200) == ["ok"])
+
+
+async def test_rejected_token_fails_start_without_leaking_it(fake: FakeTelegram) -> None:
+    from pydantic import SecretStr
+
+    cfg = telegram_config(fake, token=SecretStr("999:WRONG-secret-token"))
+    platform = TelegramPlatform(config=cfg, engine=StandInEngine())
+    with pytest.raises(RuntimeError, match="rejected the bot token") as info:
+        await platform.start()
+    assert "WRONG-secret-token" not in str(info.value)
+    await platform.aclose()  # harmless after a failed start

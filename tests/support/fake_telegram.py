@@ -1,0 +1,381 @@
+"""A fake Telegram Bot API server for tests: aiohttp on 127.0.0.1, port 0.
+
+Point PTB at it with `ApplicationBuilder().base_url(fake.base_url)`. It keeps
+what the real API keeps (pending updates with offsets, per-chat messages,
+webhook state) and answers errors the way Telegram does, so adapters are
+tested against behaviour rather than mocks. Every call is recorded in
+`calls`. Fault knobs: `fail_next` (429), `reject_entities_next` (400 can't
+parse entities); "message is too long", "message is not modified" and
+entities past the end of the text are always refused, as Telegram does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+TOKEN = "123456:TEST-token"
+MAX_CHARS = 4096
+# Form fields Telegram reads as strings; every other form value is JSON.
+_STRING_FIELDS = frozenset({"text", "url", "secret_token", "action", "parse_mode", "caption"})
+_AUTO_ENTITIES = re.compile(r"(?P<command>^/[A-Za-z0-9_]+(?:@\w+)?)|(?P<mention>@\w{4,32})")
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    params: dict[str, Any]
+    at: float
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """One message as the chat shows it now (after any edits)."""
+
+    message_id: int
+    chat: dict[str, Any]
+    sender: dict[str, Any]
+    text: str
+    entities: list[dict[str, Any]] = field(default_factory=list)
+    thread_id: int | None = None
+    reply_to: int | None = None
+    edits: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "message_id": self.message_id,
+            "date": int(time.time()),
+            "chat": self.chat,
+            "from": self.sender,
+            "text": self.text,
+        }
+        if self.entities:
+            data["entities"] = self.entities
+        if self.thread_id is not None:
+            data |= {"message_thread_id": self.thread_id, "is_topic_message": True}
+        return data
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, description: str, **parameters: Any) -> None:
+        super().__init__(description)
+        self.code, self.description, self.parameters = code, description, parameters
+
+
+class FakeTelegram:
+    """The fake server; use as `async with FakeTelegram() as fake:`."""
+
+    def __init__(self, *, token: str = TOKEN, bot_id: int = 4242, username: str = "bridge_bot"):
+        self.token = token
+        self.me = {"id": bot_id, "is_bot": True, "first_name": "Bridge", "username": username}
+        self.calls: list[Call] = []
+        self.served: list[int] = []  # update_ids returned by getUpdates, repeats included
+        self.commands: list[dict[str, Any]] = []
+        self.webhook: dict[str, Any] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._arrived = asyncio.Event()
+        self._update_ids = itertools.count(1)
+        self._message_ids: defaultdict[int, itertools.count[int]] = defaultdict(
+            lambda: itertools.count(1)
+        )
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._store: defaultdict[int, dict[int, StoredMessage]] = defaultdict(dict)
+        self._fail: defaultdict[str, list[int]] = defaultdict(list)
+        self._reject_entities = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle ---------------------------------------------------------
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._arrived.set()  # release abandoned long polls so shutdown is quick
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    # -- test-side helpers -------------------------------------------------
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def messages(self, chat_id: int) -> list[StoredMessage]:
+        return list(self._store[chat_id].values())
+
+    def bot_texts(self, chat_id: int) -> list[str]:
+        """The chat transcript as users see it: the bot's messages, current text."""
+        return [m.text for m in self.messages(chat_id) if m.sender["id"] == self.me["id"]]
+
+    def fail_next(self, method: str, *, count: int = 1, retry_after: int = 1) -> None:
+        """The next `count` calls of `method` answer 429 with `retry_after`."""
+        self._fail[method] += [retry_after] * count
+
+    def reject_entities_next(self, count: int = 1) -> None:
+        """The next `count` calls carrying entities/parse_mode answer 400 can't parse."""
+        self._reject_entities += count
+
+    def push_text(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        chat_type: str = "private",
+        thread_id: int | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        entities: list[dict[str, Any]] | None = None,
+        edited: bool = False,
+    ) -> int:
+        """Queue an update for getUpdates; returns its update_id."""
+        update = self.make_update(
+            chat_id, user_id, text, chat_type=chat_type, thread_id=thread_id,
+            reply_to_bot=reply_to_bot, from_bot=from_bot, entities=entities, edited=edited,
+        )  # fmt: skip
+        self._pending.append(update)
+        self._arrived.set()
+        return int(update["update_id"])
+
+    def make_update(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        chat_type: str = "private",
+        thread_id: int | None = None,
+        reply_to_bot: bool = False,
+        from_bot: bool = False,
+        entities: list[dict[str, Any]] | None = None,
+        edited: bool = False,
+    ) -> dict[str, Any]:
+        """An update as Telegram would send it (entities detected like Telegram does)."""
+        chat = self._chat(chat_id, chat_type, forum=thread_id is not None)
+        sender = {"id": user_id, "is_bot": from_bot, "first_name": f"User{user_id}"}
+        stored = StoredMessage(
+            next(self._message_ids[chat_id]), chat, sender, text,
+            _detect_entities(text) if entities is None else entities, thread_id,
+        )  # fmt: skip
+        self._store[chat_id][stored.message_id] = stored
+        message = stored.to_json()
+        replied = self._replied_json(chat_id, thread_id, reply_to_bot)
+        if replied is not None:
+            message["reply_to_message"] = replied
+        kind = "edited_message" if edited else "message"
+        return {"update_id": next(self._update_ids), kind: message}
+
+    async def post_webhook(self, url: str, update: dict[str, Any], *, secret: str | None) -> int:
+        """POST `update` to a webhook like Telegram; returns the HTTP status."""
+        headers = {} if secret is None else {"X-Telegram-Bot-Api-Secret-Token": secret}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, json=update, headers=headers) as response,
+        ):
+            return response.status
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
+        deadline = time.monotonic() + within
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError("condition not met within timeout")
+            await asyncio.sleep(0.01)
+
+    # -- API ---------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        self.calls.append(Call(method, params, time.monotonic()))
+        try:
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            if self._fail[method]:
+                retry = self._fail[method].pop(0)
+                raise ApiError(429, f"Too Many Requests: retry after {retry}", retry_after=retry)
+            handler = getattr(self, f"_api_{method}", None)
+            if handler is None:
+                raise ApiError(404, "Not Found")
+            result = await handler(params)
+            if method == "getUpdates" and not _hung_up(request):
+                # Served means it reached a poller; a stopped poller's abandoned
+                # long poll delivers nothing, and the updates stay pending.
+                self.served += [u["update_id"] for u in result]
+        except ApiError as exc:
+            body: dict[str, Any] = {
+                "ok": False, "error_code": exc.code, "description": exc.description
+            }  # fmt: skip
+            if exc.parameters:
+                body["parameters"] = exc.parameters
+            return web.json_response(body, status=exc.code)
+        return web.json_response({"ok": True, "result": result})
+
+    async def _api_getMe(self, _: dict[str, Any]) -> dict[str, Any]:
+        return self.me | {"can_join_groups": True, "can_read_all_group_messages": False}
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook = dict(params)
+        return True
+
+    async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
+        self.webhook = {}
+        return True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> bool:
+        self.commands = list(params.get("commands", []))
+        return True
+
+    async def _api_getMyCommands(self, _: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.commands
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook.get("url"):
+            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active")
+        offset = int(params.get("offset") or 0)
+        # An offset confirms (drops for good) every update below it.
+        self._pending = [u for u in self._pending if u["update_id"] >= offset]
+        if not self._pending:
+            self._arrived.clear()
+            wait = min(float(params.get("timeout") or 0), 0.5)
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), wait)
+                except TimeoutError:
+                    pass
+        return self._pending[: int(params.get("limit") or 100)]
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> bool:
+        self._known_chat(params["chat_id"])
+        return True
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(params["chat_id"])
+        text, entities = self._checked_text(params)
+        reply = params.get("reply_parameters") or {}
+        stored = StoredMessage(
+            next(self._message_ids[chat_id]), self._known_chat(chat_id), self.me, text,
+            entities, params.get("message_thread_id"), reply.get("message_id"),
+        )  # fmt: skip
+        self._store[chat_id][stored.message_id] = stored
+        return stored.to_json()
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        text, entities = self._checked_text(params)
+        stored = self._store[chat_id].get(message_id)
+        if stored is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if stored.sender["id"] != self.me["id"]:
+            raise ApiError(400, "Bad Request: message can't be edited")
+        if (stored.text, stored.entities) == (text, entities):
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        stored.text, stored.entities, stored.edits = text, entities, stored.edits + 1
+        return stored.to_json()
+
+    # -- internals ---------------------------------------------------------
+    def _checked_text(self, params: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        text = str(params.get("text", ""))
+        entities = list(params.get("entities") or [])
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_CHARS:
+            raise ApiError(400, "Bad Request: message is too long")
+        if (entities or params.get("parse_mode")) and self._reject_entities:
+            self._reject_entities -= 1
+            raise ApiError(400, "Bad Request: can't parse entities: Can't find end of the entity")
+        for e in entities:
+            if e["offset"] < 0 or e["length"] <= 0 or e["offset"] + e["length"] > utf16_len(text):
+                raise ApiError(400, "Bad Request: can't parse entities: entity out of text")
+        return text, entities
+
+    def _chat(self, chat_id: int, chat_type: str, *, forum: bool) -> dict[str, Any]:
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = f"User{chat_id}"
+        else:
+            chat["title"] = f"Group {chat_id}"
+        if forum:
+            chat["is_forum"] = True
+        self._chats[chat_id] = chat
+        return chat
+
+    def _known_chat(self, chat_id: Any) -> dict[str, Any]:
+        chat = self._chats.get(int(chat_id))
+        if chat is None:
+            raise ApiError(400, "Bad Request: chat not found")
+        return chat
+
+    def _replied_json(
+        self, chat_id: int, thread_id: int | None, reply_to_bot: bool
+    ) -> dict[str, Any] | None:
+        if reply_to_bot:
+            mine = [m for m in self.messages(chat_id) if m.sender["id"] == self.me["id"]]
+            if mine:
+                return mine[-1].to_json()
+            return StoredMessage(0, self._chats[chat_id], self.me, "earlier answer").to_json()
+        if thread_id is not None:
+            # Like Telegram: a topic message "replies" to the topic's service
+            # message unless it replies to something else. This bot made the topic.
+            return {
+                "message_id": thread_id, "date": int(time.time()), "chat": self._chats[chat_id],
+                "from": self.me, "message_thread_id": thread_id, "is_topic_message": True,
+                "forum_topic_created": {"name": "Topic", "icon_color": 7322096},
+            }  # fmt: skip
+        return None
+
+
+def _detect_entities(text: str) -> list[dict[str, Any]]:
+    found = []
+    for match in _AUTO_ENTITIES.finditer(text):
+        kind = "bot_command" if match.group("command") else "mention"
+        offset = utf16_len(text[: match.start()])
+        found.append({"type": kind, "offset": offset, "length": utf16_len(match.group())})
+    return found
+
+
+def _hung_up(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        body = await request.text()
+        return params | (json.loads(body) if body else {})
+    for key, value in (await request.post()).items():
+        params[key] = value if key in _STRING_FIELDS else _json_or_raw(str(value))
+    return params
+
+
+def _json_or_raw(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

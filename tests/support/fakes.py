@@ -1,0 +1,123 @@
+"""In-process fakes for chatbridge's own Protocols (Clock, Provider, Outbox).
+
+SDKs are never faked here: those get local fake servers. These stand in for
+our own small interfaces so engine tests can script time and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+
+from core.models import Usage
+from platforms.base import DeliveryRetry, PlatformLimits
+from providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageReport
+
+
+class ManualClock:
+    """Wall time that moves only when a test says so."""
+
+    def __init__(self, start: float = 1_743_858_000.0) -> None:  # 2025-04-05 13:00 UTC
+        self.value = start
+
+    def now(self) -> float:
+        return self.value
+
+    def advance(self, seconds: float) -> None:
+        self.value += seconds
+
+
+Script = Callable[[Prompt], Sequence[str | Exception]]
+
+
+class ScriptedProvider:
+    """Answers each prompt with scripted deltas; an Exception item is raised there.
+
+    Every prompt is recorded so tests can assert exactly what the LLM saw.
+    """
+
+    def __init__(
+        self,
+        answer: str | Script = "ok",
+        *,
+        name: str = "scripted",
+        gate: asyncio.Event | None = None,
+    ) -> None:
+        self.name = name
+        self.model = "scripted-model"
+        self.prompts: list[Prompt] = []
+        self.cancelled = 0
+        self._answer = answer
+        self._gate = gate
+
+    def _items(self, prompt: Prompt) -> Sequence[str | Exception]:
+        if callable(self._answer):
+            return self._answer(prompt)
+        return [self._answer]
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        self.prompts.append(prompt)
+        try:
+            for item in self._items(prompt):
+                if self._gate is not None:
+                    await self._gate.wait()
+                if isinstance(item, Exception):
+                    raise item
+                yield TextDelta(item)
+            yield UsageReport(Usage(input_tokens=10, output_tokens=5))
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def aclose(self) -> None:
+        return None
+
+
+def failing(message: str = "down") -> Script:
+    return lambda prompt: [ProviderError(message, provider="main")]
+
+
+@dataclass
+class Posted:
+    id: int
+    text: str
+    edits: list[str] = field(default_factory=list)
+
+
+class RecordingOutbox:
+    """Keeps the chat as a user would see it; can inject flood control."""
+
+    def __init__(self, *, max_chars: int = 4096, edit_interval: float | None = None) -> None:
+        self.limits = PlatformLimits(max_chars=max_chars, edit_interval=edit_interval)
+        self.messages: list[Posted] = []
+        self.typing_calls = 0
+        self.floods: list[float] = []  # retry_after values to raise on the next calls
+
+    def _maybe_flood(self) -> None:
+        if self.floods:
+            raise DeliveryRetry(self.floods.pop(0))
+
+    async def send(self, text: str) -> Posted:
+        self._maybe_flood()
+        assert len(text) <= self.limits.max_chars, "delivery sent an over-long message"
+        posted = Posted(len(self.messages) + 1, text)
+        self.messages.append(posted)
+        return posted
+
+    async def edit(self, message: Posted, text: str) -> None:
+        self._maybe_flood()
+        assert len(text) <= self.limits.max_chars, "delivery edited past the limit"
+        message.edits.append(text)
+        message.text = text
+
+    async def typing(self) -> None:
+        self.typing_calls += 1
+
+    @property
+    def texts(self) -> list[str]:
+        return [m.text for m in self.messages]
+
+    @property
+    def last(self) -> str:
+        return self.messages[-1].text
