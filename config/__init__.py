@@ -19,7 +19,7 @@ from ._models import (
 )
 from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
 from ._providers import ProviderConfig, ProvidersConfig
-from ._summary import summarize
+from ._summary import describe_store, summarize
 
 __all__ = [
     "AccessConfig",
@@ -37,6 +37,7 @@ __all__ = [
     "ServerConfig",
     "SlackConfig",
     "TelegramConfig",
+    "describe_store",
     "load_config",
     "load_config_text",
     "resolve_config_path",

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr
 
-__all__ = ["OptionalSecret", "Section", "blank_to_none"]
+__all__ = ["OptionalSecret", "OptionalStr", "Section", "blank_to_none"]
 
 
 class Section(BaseModel):
@@ -29,3 +29,5 @@ def blank_to_none(value: Any) -> Any:
 
 OptionalSecret = Annotated[SecretStr | None, BeforeValidator(blank_to_none)]
 """A secret that may be unset; `SecretStr` keeps it out of reprs and logs."""
+OptionalStr = Annotated[str | None, BeforeValidator(blank_to_none)]
+"""A plain string that may be unset; `""` (e.g. from `${VAR:-}`) counts as unset."""

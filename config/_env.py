@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ._errors import Loc
@@ -37,6 +38,7 @@ ENV_DEFAULTS: dict[str, Any] = {
 """Applied under the file's keys: enabling a platform picks its token up from the usual variable."""
 
 
+@dataclass(frozen=True, slots=True)
 class Substitution:
     """Result of `substitute`: the new data and the problems that count.
 
@@ -44,9 +46,8 @@ class Substitution:
     from `data`, so the field default applies and validation can carry on.
     """
 
-    def __init__(self, data: Any, problems: list[tuple[Loc, str]]) -> None:
-        self.data = data
-        self.problems = problems
+    data: Any
+    problems: list[tuple[Loc, str]]
 
 
 def substitute(data: Any, environ: Mapping[str, str]) -> Substitution:

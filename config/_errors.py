@@ -16,7 +16,7 @@ Loc = tuple[str | int, ...]
 """A key path as pydantic spells it: mapping keys and list indices."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigIssue:
     """One problem in one place; `str()` gives the `FILE:LINE: path: message` form."""
 

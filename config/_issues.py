@@ -34,7 +34,10 @@ def issues_from_validation(
         for loc, message in _explain(error):
             if any(loc[: len(done)] == done for done in skip):
                 continue
-            issues.append(ConfigIssue(source, line_for(lines, loc), format_loc(loc), message))
+            line = line_for(lines, loc)
+            issues.append(
+                ConfigIssue(file=source, line=line, path=format_loc(loc), message=message)
+            )
     return issues
 
 

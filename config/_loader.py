@@ -48,14 +48,14 @@ def load_config(path: Path | None, environ: Mapping[str, str]) -> ChatbridgeConf
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise ConfigError([ConfigIssue(str(path), None, "", "no such file")]) from None
+        raise _file_error(path, "no such file") from None
     except IsADirectoryError:
-        raise ConfigError([ConfigIssue(str(path), None, "", "is a directory")]) from None
+        raise _file_error(path, "is a directory") from None
     except PermissionError:
-        raise ConfigError([ConfigIssue(str(path), None, "", "permission denied")]) from None
+        raise _file_error(path, "permission denied") from None
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte {exc.start})"
-        raise ConfigError([ConfigIssue(str(path), None, "", message)]) from None
+        raise _file_error(path, message) from None
     return load_config_text(text, source=str(path), environ=environ)
 
 
@@ -65,7 +65,10 @@ def load_config_text(text: str, *, source: str, environ: Mapping[str, str]) -> C
     Raises `ConfigError` listing every problem found, sorted by line.
     """
     parsed = parse_yaml(text)
-    issues = [ConfigIssue(source, line, path, msg) for line, path, msg in parsed.problems]
+    issues = [
+        ConfigIssue(file=source, line=line, path=path, message=msg)
+        for line, path, msg in parsed.problems
+    ]
     if parsed.data is None and issues:
         raise ConfigError(issues)  # unparseable: nothing left to validate
     data = {} if parsed.data is None else parsed.data
@@ -73,13 +76,15 @@ def load_config_text(text: str, *, source: str, environ: Mapping[str, str]) -> C
         kind = "a list" if isinstance(data, list) else f"{type(data).__name__} {data!r}"
         sections = ", ".join(ChatbridgeConfig.model_fields)
         message = f"the top level must be a mapping of sections ({sections}), got {kind}"
-        raise ConfigError([*issues, ConfigIssue(source, line_for(parsed.lines, ()), "", message)])
+        top = ConfigIssue(file=source, line=line_for(parsed.lines, ()), path="", message=message)
+        raise ConfigError([*issues, top])
 
     data = merge_defaults(prune_nulls(data), ENV_DEFAULTS)
     expanded = substitute(data, environ)
     skip: set[Loc] = set()
     for loc, message in expanded.problems:
-        issues.append(ConfigIssue(source, line_for(parsed.lines, loc), format_loc(loc), message))
+        line = line_for(parsed.lines, loc)
+        issues.append(ConfigIssue(file=source, line=line, path=format_loc(loc), message=message))
         skip.add(loc)
     config: ChatbridgeConfig | None = None
     try:
@@ -89,3 +94,8 @@ def load_config_text(text: str, *, source: str, environ: Mapping[str, str]) -> C
     if issues or config is None:
         raise ConfigError(sorted(issues, key=lambda issue: issue.line or 0))
     return config
+
+
+def _file_error(path: Path, message: str) -> ConfigError:
+    """Problems with the file itself have no line: `FILE: message`."""
+    return ConfigError([ConfigIssue(file=str(path), line=None, path="", message=message)])

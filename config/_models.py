@@ -55,7 +55,7 @@ class EngineConfig(Section):
 
     session_ttl: Duration = 1800.0
     """Idle time after which the next message starts a fresh LLM session."""
-    session_max_turns: int = Field(40, ge=2)
+    session_max_turns: int = Field(default=40, ge=2)
     """Older turns drop out of the live session, bounding prompt size and cost."""
     on_new_message: Literal["queue", "cancel"] = "queue"
     """`cancel`: a newer message in the same conversation cancels the reply in flight."""
@@ -72,15 +72,15 @@ class MemoryConfig(Section):
     """SQLite database file, or the JSON file for `json`."""
     url: str = "redis://127.0.0.1:6379/0"
     """Redis URL, used only by the `redis` backend."""
-    max_entries: int = Field(20, ge=1)
+    max_entries: int = Field(default=20, ge=1)
     """Entries kept per person; older ones are forgotten."""
     max_age: Duration = 86400.0
     """Entries older than this are forgotten regardless of count."""
-    user_chars: int = Field(500, ge=20)
+    user_chars: int = Field(default=500, ge=20)
     """Stored length of each user message; bounds storage and injected prompt size."""
-    summary_chars: int = Field(300, ge=20)
+    summary_chars: int = Field(default=300, ge=20)
     """Stored length of each reply summary."""
-    inject_entries: int = Field(5, ge=0)
+    inject_entries: int = Field(default=5, ge=0)
     """Entries injected into a new session's prompt; 0 disables injection."""
 
     @model_validator(mode="after")
@@ -117,7 +117,7 @@ class ServerConfig(Section):
 
     host: str = "127.0.0.1"
     """Bind address; loopback by default so nothing is exposed by accident."""
-    port: int = Field(8080, ge=0, le=65535)
+    port: int = Field(default=8080, ge=0, le=65535)
     """TCP port; 0 picks a free one (useful in tests)."""
 
 

@@ -119,5 +119,9 @@ class PlatformsConfig(Section):
     @property
     def enabled(self) -> tuple[str, ...]:
         """Names of the enabled platforms, in a fixed order."""
-        sections = {"telegram": self.telegram, "discord": self.discord, "slack": self.slack}
-        return tuple(name for name, section in sections.items() if section.enabled)
+        flags = {
+            "telegram": self.telegram.enabled,
+            "discord": self.discord.enabled,
+            "slack": self.slack.enabled,
+        }
+        return tuple(name for name, enabled in flags.items() if enabled)

@@ -8,17 +8,13 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ._base import OptionalSecret, Section
+from ._base import OptionalSecret, OptionalStr, Section
 from ._duration import Duration
 from ._errors import Loc, raise_if
 
 __all__ = ["RESERVED_PROVIDER_KEYS", "ProviderConfig", "ProvidersConfig", "did_you_mean"]
 
 RESERVED_PROVIDER_KEYS = ("default", "fallback")
-_DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-}
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -37,28 +33,22 @@ class ProviderConfig(Section):
     """Model ID sent to the API; required except for `debug` (defaults to "debug")."""
     api_key: OptionalSecret = None
     """API key; optional so local OpenAI-compatible servers work without one."""
-    base_url: str | None = None
-    """Endpoint root; defaults to the vendor's public API for openai/anthropic."""
-    timeout: Duration = Field(60.0, gt=0)
+    base_url: OptionalStr = None
+    """Endpoint root; unset or "" means the SDK's default (which also honours its env vars)."""
+    timeout: Duration = Field(default=60.0, gt=0)
     """Per-request timeout, so a hung endpoint fails over instead of stalling a chat."""
-    max_retries: int = Field(2, ge=0)
+    max_retries: int = Field(default=2, ge=0)
     """Retries the SDK makes itself before we move on to the fallback chain."""
-    max_tokens: int = Field(1024, ge=1)
+    max_tokens: int = Field(default=1024, ge=1)
     """Upper bound on one reply's length; bounds cost and chat message size."""
 
     @model_validator(mode="before")
     @classmethod
     def _fill_type_defaults(cls, data: Any) -> Any:
-        """Defaults that depend on `type` cannot be plain field defaults."""
-        if not isinstance(data, dict):
-            return data
-        kind = data.get("type")
-        filled = dict(data)
-        if kind == "debug" and not filled.get("model"):
-            filled["model"] = "debug"
-        if kind in _DEFAULT_BASE_URLS and filled.get("base_url") in (None, ""):
-            filled["base_url"] = _DEFAULT_BASE_URLS[kind]
-        return filled
+        """A default that depends on `type` cannot be a plain field default."""
+        if isinstance(data, dict) and data.get("type") == "debug" and not data.get("model"):
+            return {**data, "model": "debug"}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> ProviderConfig:
@@ -81,8 +71,8 @@ class ProvidersConfig(Section):
     model_config = ConfigDict(extra="allow")
     __pydantic_extra__: dict[str, ProviderConfig] = Field(init=False)
 
-    default: str | None = None
-    """Entry that answers first; may be unset with zero or one entries."""
+    default: OptionalStr = None
+    """Entry that answers first; filled in when there is exactly one entry."""
     fallback: tuple[str, ...] = ()
     """Entries tried in order when the previous one fails."""
 
@@ -94,8 +84,16 @@ class ProvidersConfig(Section):
     @property
     def chain(self) -> tuple[str, ...]:
         """Names in the order they are tried; empty when no entries are configured."""
-        first = self.default or (next(iter(self.entries)) if len(self.entries) == 1 else None)
-        return ((first,) if first else ()) + self.fallback
+        return ((self.default,) if self.default else ()) + self.fallback
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_to_sole_entry(cls, data: Any) -> Any:
+        """With one entry there is nothing to choose, so consumers can rely on `default`."""
+        if not isinstance(data, dict) or data.get("default"):
+            return data
+        names = [key for key in data if key not in RESERVED_PROVIDER_KEYS]
+        return {**data, "default": names[0]} if len(names) == 1 else data
 
     @model_validator(mode="after")
     def _check_names(self) -> ProvidersConfig:
@@ -106,7 +104,9 @@ class ProvidersConfig(Section):
             if not _NAME.fullmatch(name)
         ]
         if self.default is None and len(names) > 1:
-            issues.append((("default",), f"required with several providers; one of {names}"))
+            issues.append(
+                (("default",), f"required with several providers: one of {', '.join(names)}")
+            )
         if self.default is not None and self.default not in names:
             issues.append((("default",), _unknown(self.default, names)))
         seen: set[str] = set()

@@ -15,7 +15,7 @@ def summarize(config: ChatbridgeConfig) -> str:
         [
             f"ok: providers {_providers(config)}",
             f"platforms {_platforms(config)}",
-            f"memory {_memory(config.memory)}",
+            f"memory {describe_store(config.memory)}",
         ]
     )
 
@@ -39,7 +39,8 @@ def _platforms(config: ChatbridgeConfig) -> str:
     return ", ".join(names) if names else "none (console only)"
 
 
-def _memory(memory: MemoryConfig) -> str:
+def describe_store(memory: MemoryConfig) -> str:
+    """`sqlite data/chatbridge.db` or `redis redis://host:6379/0` (password hidden)."""
     if memory.backend == "redis":
         return f"redis {_redact(memory.url)}"
     return f"{memory.backend} {memory.path}"

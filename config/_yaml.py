@@ -70,9 +70,12 @@ class _Builder:
     def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[str, Any]:
         out: dict[str, Any] = {}
         explicit: dict[str, int] = {}
+        # Merges first: explicit keys then overwrite both the values and their recorded lines.
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
                 self._merge(out, value_node, loc)
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self._problem(key_node, loc, "keys must be plain names")
@@ -90,7 +93,7 @@ class _Builder:
         return out
 
     def _merge(self, out: dict[str, Any], value: yaml.Node, loc: Loc) -> None:
-        """`<<: *base` — explicit keys win, so merged keys never overwrite them."""
+        """`<<: *base` or `<<: [*a, *b]` — earlier sources win, as the YAML spec says."""
         sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
         for source in sources:
             merged = self.build(source, loc)

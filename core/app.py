@@ -20,7 +20,13 @@ from providers.base import Provider
 from providers.debug import DebugProvider
 from providers.factory import build_chain, build_provider
 
-__all__ = ["ProviderChoice", "access_from_config", "choose_provider", "engine_from_config", "secrets_of"]
+__all__ = [
+    "ProviderChoice",
+    "access_from_config",
+    "choose_provider",
+    "engine_from_config",
+    "secrets_of",
+]
 
 log = logging.getLogger(__name__)
 

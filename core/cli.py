@@ -16,8 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from config import ChatbridgeConfig, ConfigError, load_config, resolve_config_path, summarize
+from config import (
+    ChatbridgeConfig,
+    ConfigError,
+    describe_store,
+    load_config,
+    resolve_config_path,
+    summarize,
+)
 from core.app import access_from_config, engine_from_config, secrets_of, store_from_config
+from core.engine import Engine
 from core.logs import setup_logging
 from core.store import StoreError
 from platforms.console import ConsolePlatform
@@ -69,17 +77,18 @@ def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[Chatbri
     return load_config(path, environ), str(path) if path else "built-in defaults"
 
 
-async def _chat(args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]) -> int:
+def _banner(user: str, config: ChatbridgeConfig, engine: Engine, provider: str) -> str:
+    store = describe_store(config.memory)
+    who = engine.access.resolve(user) if user != "local" else "console:local"
+    return f"chatbridge chat · provider: {provider} · store: {store} · user: {who} · Ctrl-D quits"
+
+
+async def _chat(
+    args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]
+) -> int:
     async with engine_from_config(config, environ=environ) as (engine, choice):
         if not args.quiet:
-            memory = config.memory
-            print(
-                f"chatbridge chat · provider: {choice.description} · store: "
-                f"{memory.backend} {memory.path if memory.backend != 'redis' else memory.url}"
-                f" · user: {engine.access.resolve(args.user) if args.user != 'local' else 'console:local'}"
-                " · Ctrl-D quits",
-                flush=True,
-            )
+            print(_banner(args.user, config, engine, choice.description), flush=True)
         await ConsolePlatform(engine, user=args.user, stdin=sys.stdin, stdout=sys.stdout).run()
     return EXIT_OK
 
@@ -99,7 +108,9 @@ async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     return EXIT_OK
 
 
-async def _run(args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]) -> int:
+async def _run(
+    args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]
+) -> int:
     from core.serve import serve
 
     return await serve(config, environ=environ)

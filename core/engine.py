@@ -101,12 +101,12 @@ class Engine:
         if task is not None and not task.done():
             task.cancel()
 
-    async def drain(self, timeout: float) -> None:
-        """Let replies in flight finish for up to `timeout` s, then cancel them."""
+    async def drain(self, grace: float) -> None:
+        """Let replies in flight finish for up to `grace` s, then cancel them."""
         tasks = [t for t in self._inflight.values() if not t.done()]
         if not tasks:
             return
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        _, pending = await asyncio.wait(tasks, timeout=grace)
         for task in pending:
             task.cancel()
         if pending:

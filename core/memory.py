@@ -43,7 +43,13 @@ HISTORY_TEXTS = {
         current_message="Aktuelle Nachricht:",
         current_time="Aktuelle Zeit:",
         weekdays=(
-            "Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag", "Sonntag",
+            "Montag",
+            "Dienstag",
+            "Mittwoch",
+            "Donnerstag",
+            "Freitag",
+            "Samstag",
+            "Sonntag",
         ),
     ),
     "en": HistoryTexts(
@@ -51,7 +57,13 @@ HISTORY_TEXTS = {
         current_message="Current message:",
         current_time="Current time:",
         weekdays=(
-            "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
         ),
     ),
 }
@@ -150,7 +162,4 @@ def build_bridge(
         ]
     lines.append("</conversation_history>")
     block = "\n".join(lines)
-    return (
-        f"{block}\n\n{_now_line(now, tz, texts)}\n"
-        f"{texts.current_message} {neutralise(message)}"
-    )
+    return f"{block}\n\n{_now_line(now, tz, texts)}\n{texts.current_message} {neutralise(message)}"

@@ -27,7 +27,9 @@ class PlatformStartError(Exception):
     """A platform could not start (bad token, unreachable API); one sentence."""
 
 
-def build_platforms(config: ChatbridgeConfig, engine: Engine, server: web.Application) -> list[Platform]:
+def build_platforms(
+    config: ChatbridgeConfig, engine: Engine, server: web.Application
+) -> list[Platform]:
     platforms: list[Platform] = []
     telegram = config.platforms.telegram
     if telegram.enabled:

@@ -8,14 +8,29 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from core.models import Usage
+from core.models import Turn, Usage
 from providers.base import Prompt, StreamEvent, TextDelta, UsageReport
+
+ASSISTANT_PREVIEW = 200
+
+
+def _shown(turn: Turn) -> str:
+    """Earlier answers are shortened: they are this provider's own echoes, and
+    echoing them in full would double the answer with every turn."""
+    if turn.role != "assistant" or len(turn.content) <= ASSISTANT_PREVIEW:
+        return turn.content
+    hidden = len(turn.content) - ASSISTANT_PREVIEW
+    return f"{turn.content[:ASSISTANT_PREVIEW]}[… {hidden} more chars of an earlier answer]"
 
 
 def render_prompt(prompt: Prompt) -> str:
-    """The prompt as readable text: one `[role]` header per message."""
+    """The prompt as readable text: one `[role]` header per message.
+
+    System prompt and user turns (with any `<conversation_history>` block)
+    are shown exactly; earlier assistant turns are cut to a preview.
+    """
     parts = [f"[system]\n{prompt.system}"]
-    parts += [f"[{turn.role}]\n{turn.content}" for turn in prompt.messages]
+    parts += [f"[{turn.role}]\n{_shown(turn)}" for turn in prompt.messages]
     return "\n\n".join(parts)
 
 

@@ -39,7 +39,9 @@ class FallbackProvider:
     Owns the providers: `aclose()` closes them all.
     """
 
-    def __init__(self, providers: Sequence[Provider], *, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, providers: Sequence[Provider], *, logger: logging.Logger | None = None
+    ) -> None:
         if not providers:
             raise ValueError("FallbackProvider needs at least one provider")
         self._providers = tuple(providers)

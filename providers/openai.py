@@ -7,6 +7,7 @@ whose message names the config entry and never carries the API key.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -39,9 +40,10 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The server's requested wait: `retry-after-ms`, else numeric `retry-after`."""
     for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         try:
-            return float(headers[header]) / divisor
+            seconds = float(headers[header]) / divisor
         except (KeyError, ValueError):
             continue
+        return seconds if 0 <= seconds < math.inf else None
     return None  # absent, or an HTTP date: too rare to be worth parsing here
 
 
@@ -101,7 +103,9 @@ class OpenAIProvider:
 
         A stream that ends without a `finish_reason` is an error, not a short answer.
         """
-        messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
+        messages: list[dict[str, Any]] = []
+        if prompt.system:  # some compatible servers reject an empty system message
+            messages.append({"role": "system", "content": prompt.system})
         messages += [{"role": turn.role, "content": turn.content} for turn in prompt.messages]
         usage: Usage | None = None
         finished = False
@@ -136,11 +140,10 @@ class OpenAIProvider:
         """The `ProviderError` for an SDK/transport exception; one sentence each."""
         who = f"Provider {self.name!r}"
         if isinstance(exc, openai.RateLimitError):
-            wait = retry_after_seconds(exc.response.headers)
             return RateLimited(
                 f"{who} is still rate limited (HTTP 429) after the SDK's retries.",
                 provider=self.name,
-                retry_after=wait,
+                retry_after=retry_after_seconds(exc.response.headers),
             )
         if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
             return ProviderTimeout(

@@ -1,12 +1,11 @@
 """Conversions and wording shared by the store backends.
 
-Everything here is pure: no I/O. The `*_from_*` functions raise `ValueError`
-on malformed input; callers turn that into `StoreCorrupt` naming their file.
+Pure except `fsync_dir`. The `*_from_json` functions raise `ValueError` on
+malformed input; callers turn that into `StoreCorrupt` naming their file.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -101,10 +100,6 @@ def legacy_user(session_name: str) -> str:
     platform, sep, ident = session_name.partition("_")
     ok = sep and platform.isalnum() and platform.islower() and ident and not ident.isspace()
     return f"{platform}:{ident}" if ok else ""
-
-
-def dumps(value: Any) -> bytes:
-    return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
 
 
 def fsync_dir(directory: Path) -> None:

@@ -7,9 +7,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from core.models import Exchange, MemoryEntry, Session, Usage
-from core.store import _sqlite_file
+from core.store import _sqlite_check, _sqlite_file
 from core.store._codec import session_from_json, turns_to_json, unreadable
 from core.store.base import StoreCorrupt, StoreError
 
@@ -28,10 +29,10 @@ ON CONFLICT(user, day) DO UPDATE SET input_tokens = input_tokens + excluded.inpu
 _TRIM = """
 DELETE FROM ring WHERE user = ?1 AND id <= (
     SELECT id FROM ring WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
+# Newest first straight off the (user, id) index; reversing in Python beats a sort step.
 _RING = """
-SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, scope FROM (
-    SELECT * FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?)
-ORDER BY id"""
+SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, scope
+FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
 
 
 class SqliteStore:
@@ -43,12 +44,18 @@ class SqliteStore:
     (never corrupt the file); that trade buys a commit without an fsync.
 
     Calls run on the event loop thread with the stdlib `sqlite3`: a commit
-    costs tens of microseconds, less than handing it to a worker thread and
-    back would, and running everything on one thread also serialises writes.
+    plus context read costs tens of microseconds of SQLite work (no fsync), and
+    a round trip through a worker thread (`asyncio.to_thread`) costs more than
+    that by itself (80-130 µs measured on the CI VM). One thread also
+    serialises writes for free. Only checkpoints (every ~10k pages) and
+    `forget` take milliseconds.
 
     Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
     checkpoints the WAL and truncates it, so the forgotten text is in neither
     the database nor the `-wal` file afterwards.
+
+    One process per file: the connection holds an exclusive lock (no lock
+    syscalls per statement, no `-shm`); another process gets `StoreError`.
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
@@ -64,34 +71,26 @@ class SqliteStore:
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
+        if self._db is not None:
+            return
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             if not self._path.exists():
-                _sqlite_file.check_wal_orphan(self._path)
+                _sqlite_check.check_wal_orphan(self._path)
                 _sqlite_file.create(self._path)
         except OSError as err:
             raise unreadable(self._path, err) from err
         except sqlite3.Error as err:
             raise StoreError(f"{self._path} could not be created ({err})") from err
-        _sqlite_file.check_existing(self._path)
-        try:
-            db = sqlite3.connect(self._path, isolation_level=None)
-            db.execute("PRAGMA busy_timeout = 5000")
-            if db.execute("PRAGMA journal_mode = WAL").fetchone() != ("wal",):
-                raise sqlite3.OperationalError("WAL mode unavailable")
-            db.execute("PRAGMA synchronous = NORMAL")
-            # Some builds cannot zero deleted content; then forget() vacuums instead.
-            self._vacuum_on_forget = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
-        except sqlite3.Error as err:
-            raise StoreError(f"{self._path} could not be opened ({err})") from err
-        self._db = db
+        _sqlite_check.check_existing(self._path)
+        self._db, self._vacuum_on_forget = _sqlite_file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
-        row = self._conn().execute(
-            "SELECT user, started_at, last_active, turns FROM sessions WHERE key = ?", (key,)
-        ).fetchone()
-        if row is None:
+        rows = self._read("SELECT user, started_at, last_active, turns FROM sessions WHERE key = ?",
+                          (key,))
+        if not rows:
             return None
+        row = rows[0]
         try:
             raw = {"user": row[0], "started_at": row[1], "last_active": row[2]}
             return session_from_json(key, {**raw, "turns": json.loads(row[3])})
@@ -121,11 +120,15 @@ class SqliteStore:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
         if not user:
             return []
-        rows = self._conn().execute(_RING, (user, since, self._max)).fetchall()
-        return [MemoryEntry(*row) for row in rows]
+        rows = self._read(_RING, (user, since, self._max))
+        return [MemoryEntry(*row) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
-        """Delete the user's rows, then flush and truncate the WAL that still held them."""
+        """Delete the user's rows, then flush and truncate the WAL that still held them.
+
+        Sessions have no index on `user` (it would cost a page write per commit),
+        so this scans them; forget is rare and the scan takes milliseconds.
+        """
         with self._txn() as db:
             for table in ("ring", "sessions", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
@@ -139,11 +142,10 @@ class SqliteStore:
             raise StoreError(f"{self._path}: forget could not truncate the WAL (busy); retry")
 
     async def usage(self, user: str, *, day: str) -> Usage:
-        row = self._conn().execute(
-            "SELECT input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?",
-            (user, day),
-        ).fetchone()
-        return Usage() if row is None else Usage(*row)
+        rows = self._read(
+            "SELECT input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?", (user, day)
+        )
+        return Usage(*rows[0]) if rows else Usage()
 
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
@@ -151,8 +153,16 @@ class SqliteStore:
         if db is not None:
             try:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as err:
+                raise StoreError(f"{self._path}: final checkpoint failed ({err})") from err
             finally:
                 db.close()
+
+    def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({err})") from err
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:

@@ -155,7 +155,10 @@ class TelegramPlatform:
             log.warning("telegram: setMyCommands failed: %s", exc)
 
     async def _enqueue(self, data: dict[str, Any]) -> None:
-        update = Update.de_json(data, self._app.bot)
+        try:
+            update = Update.de_json(data, self._app.bot)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a Telegram update: {exc!r}") from exc
         await self._app.update_queue.put(update)
 
     async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:

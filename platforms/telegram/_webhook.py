@@ -23,8 +23,9 @@ class WebhookReceiver:
     Answers: 403 when the secret header is missing or wrong (nothing is
     delivered); 503 while not accepting (before start, after close), which
     makes Telegram keep the update and retry later; 400 for a body that is not
-    a JSON object; 200 once the update is queued. `deliver` must only enqueue,
-    never wait for the answer: Telegram times out slow webhooks and redelivers.
+    a JSON object or that `deliver` rejects with `ValueError`; 200 once the
+    update is queued. `deliver` must only enqueue, never wait for the answer:
+    Telegram times out slow webhooks and redelivers.
     """
 
     def __init__(self, secret: str, deliver: Deliver) -> None:
@@ -43,10 +44,14 @@ class WebhookReceiver:
         if not self.accepting:
             return web.Response(status=503)
         try:
-            data = await request.json(loads=json.loads, content_type=None)
+            data = json.loads(await request.read())
         except ValueError:
             return web.Response(status=400)
         if not isinstance(data, dict):
             return web.Response(status=400)
-        await self._deliver(data)
+        try:
+            await self._deliver(data)
+        except ValueError as exc:
+            log.warning("telegram webhook: dropped a malformed update: %s", exc)
+            return web.Response(status=400)
         return web.Response(status=200)

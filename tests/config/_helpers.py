@@ -19,7 +19,9 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def load_error(tmp_path: Path, text: str, environ: Mapping[str, str] | None = None) -> ConfigError:
+def load_error(
+    tmp_path: Path, text: str, *, environ: Mapping[str, str] | None = None
+) -> ConfigError:
     """Write `text` (dedented) to tmp_path and return the ConfigError loading it raises."""
     path = _write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
@@ -29,7 +31,9 @@ def load_error(tmp_path: Path, text: str, environ: Mapping[str, str] | None = No
     return info.value
 
 
-def load_ok(tmp_path: Path, text: str, environ: Mapping[str, str] | None = None) -> ChatbridgeConfig:
+def load_ok(
+    tmp_path: Path, text: str, *, environ: Mapping[str, str] | None = None
+) -> ChatbridgeConfig:
     """Write `text` (dedented) to tmp_path and load it, expecting success."""
     return load_config(_write(tmp_path, text), environ or {})
 

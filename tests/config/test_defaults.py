@@ -30,7 +30,11 @@ def test_builtin_defaults() -> None:
     assert (cfg.engine.session_ttl, cfg.engine.session_max_turns) == (1800.0, 40)
     assert (cfg.engine.on_new_message, cfg.engine.shutdown_grace) == ("queue", 10.0)
     mem = cfg.memory
-    assert (mem.backend, mem.path, mem.url) == ("sqlite", "data/chatbridge.db", "redis://127.0.0.1:6379/0")
+    assert (mem.backend, mem.path, mem.url) == (
+        "sqlite",
+        "data/chatbridge.db",
+        "redis://127.0.0.1:6379/0",
+    )
     assert (mem.max_entries, mem.max_age, mem.user_chars) == (20, 86400.0, 500)
     assert (mem.summary_chars, mem.inject_entries) == (300, 5)
     assert cfg.providers.default is None
@@ -38,7 +42,11 @@ def test_builtin_defaults() -> None:
     assert cfg.providers.entries == {}
     tg = cfg.platforms.telegram
     assert (tg.enabled, tg.token, tg.mode) == (False, None, "polling")
-    assert (tg.base_url, tg.webhook_url, tg.webhook_secret) == ("https://api.telegram.org/bot", "", None)
+    assert (tg.base_url, tg.webhook_url, tg.webhook_secret) == (
+        "https://api.telegram.org/bot",
+        "",
+        None,
+    )
     assert tg.edit_interval == 1.0
     assert (cfg.platforms.discord.enabled, cfg.platforms.discord.token) == (False, None)
     slack = cfg.platforms.slack
@@ -80,22 +88,31 @@ def test_debug_provider_defaults(tmp_path: Path) -> None:
     assert (dev.model, dev.api_key, dev.base_url) == ("debug", None, None)
     assert (dev.timeout, dev.max_retries, dev.max_tokens) == (60.0, 2, 1024)
     assert cfg.providers.chain == ("dev",)
+    assert cfg.providers.default == "dev"
 
 
-def test_base_url_defaults_per_type(tmp_path: Path) -> None:
+def test_base_url_unset_means_sdk_default(tmp_path: Path) -> None:
     cfg = load_ok(
         tmp_path,
         """
         providers:
           default: a
-          fallback: [b]
+          fallback: [b, c]
           a: {type: openai, model: m}
           b: {type: anthropic, model: n, base_url: ""}
+          c: {type: openai, model: local, base_url: "http://localhost:11434/v1"}
         """,
     )
-    assert cfg.providers.entries["a"].base_url == "https://api.openai.com/v1"
-    assert cfg.providers.entries["b"].base_url == "https://api.anthropic.com"
-    assert cfg.providers.chain == ("a", "b")
+    entries = cfg.providers.entries
+    assert (entries["a"].base_url, entries["b"].base_url) == (None, None)
+    assert entries["c"].base_url == "http://localhost:11434/v1"
+    assert cfg.providers.chain == ("a", "b", "c")
+
+
+def test_sole_entry_becomes_default(tmp_path: Path) -> None:
+    cfg = load_ok(tmp_path, "providers:\n  only: {type: debug}\n  fallback: []\n")
+    assert cfg.providers.default == "only"
+    assert cfg.providers.chain == ("only",)
 
 
 def test_every_field_documented() -> None:
@@ -112,6 +129,8 @@ def test_example_file_validates() -> None:
     assert list(cfg.providers.entries) == ["main", "backup"]
     assert cfg.providers.entries["main"].api_key is not None
     assert cfg.providers.entries["main"].api_key.get_secret_value() == "sk-test"
+    assert cfg.providers.entries["main"].base_url is None
+    assert cfg.providers.chain == ("main", "backup")
     assert cfg.identities == {"alice": ("telegram:579304651", "slack:U0123", "discord:1234")}
     assert cfg.access.allow == ("telegram:579304651", "slack:U0123", "alice")
     assert cfg.memory == ChatbridgeConfig().memory

@@ -18,7 +18,7 @@ platforms:
 
 
 def test_present_variable(tmp_path: Path) -> None:
-    cfg = load_ok(tmp_path, TELEGRAM_ON, {"TG": "123:abc"})
+    cfg = load_ok(tmp_path, TELEGRAM_ON, environ={"TG": "123:abc"})
     assert cfg.platforms.telegram.token is not None
     assert cfg.platforms.telegram.token.get_secret_value() == "123:abc"
 
@@ -29,7 +29,7 @@ def test_missing_variable_names_it(tmp_path: Path) -> None:
 
 
 def test_empty_variable_counts_as_unset_for_required_secret(tmp_path: Path) -> None:
-    err = load_error(tmp_path, TELEGRAM_ON, {"TG": ""})
+    err = load_error(tmp_path, TELEGRAM_ON, environ={"TG": ""})
     assert render(err) == ["FILE:5: platforms.telegram.token: environment variable TG is not set"]
 
 
@@ -91,14 +91,14 @@ def test_missing_enabled_flag_is_always_an_error(tmp_path: Path) -> None:
 def test_enabled_from_variable(tmp_path: Path) -> None:
     text = "platforms:\n  discord:\n    enabled: ${DISCORD_ON:-false}\n    token: ${DC}\n"
     assert not load_ok(tmp_path, text).platforms.discord.enabled
-    err = load_error(tmp_path, text, {"DISCORD_ON": "yes"})
+    err = load_error(tmp_path, text, environ={"DISCORD_ON": "yes"})
     assert render(err) == ["FILE:4: platforms.discord.token: environment variable DC is not set"]
 
 
 def test_platform_tokens_default_to_conventional_variables(tmp_path: Path) -> None:
     text = "platforms:\n  discord:\n    enabled: true\n  slack:\n    enabled: true\n"
     env = {"DISCORD_BOT_TOKEN": "d", "SLACK_BOT_TOKEN": "b", "SLACK_SIGNING_SECRET": "s"}
-    cfg = load_ok(tmp_path, text, env)
+    cfg = load_ok(tmp_path, text, environ=env)
     assert cfg.platforms.discord.token is not None
     assert cfg.platforms.discord.token.get_secret_value() == "d"
     assert cfg.platforms.slack.signing_secret is not None
@@ -114,7 +114,7 @@ def test_only_referenced_providers_need_their_variables(tmp_path: Path) -> None:
       b: {type: anthropic, model: n, api_key: "${KEY_B}"}
       c: {type: anthropic, model: n, api_key: "${KEY_C}"}
     """
-    cfg = load_ok(tmp_path, text, {"KEY_A": "a"})
+    cfg = load_ok(tmp_path, text, environ={"KEY_A": "a"})
     assert cfg.providers.entries["b"].api_key is None
     err = load_error(tmp_path, text.replace("default: a", "default: a\n      fallback: [c]"))
     assert render(err) == [
@@ -136,7 +136,7 @@ def test_environ_argument_is_the_only_source(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_keys_are_not_substituted(tmp_path: Path) -> None:
-    err = load_error(tmp_path, "bot:\n  ${KEY}: 1\n", {"KEY": "language"})
+    err = load_error(tmp_path, "bot:\n  ${KEY}: 1\n", environ={"KEY": "language"})
     assert render(err) == [
         "FILE:2: bot.${KEY}: unknown key; expected one of: system_prompt, language, timezone"
     ]

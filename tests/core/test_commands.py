@@ -55,7 +55,8 @@ async def test_status_shows_model_session_ring_and_tokens(bot: TestBot) -> None:
     bot.clock.advance(600)
     status = await bot.say("/status")
     assert "scripted-model" in status
-    assert "seit 10m" in status and "20m" in status
+    assert "seit 10m" in status
+    assert "20m" in status
     assert "Erinnerung: 1 Einträge" in status
     assert "Tokens heute: 10 rein, 5 raus" in status
 
@@ -69,7 +70,8 @@ async def test_commands_never_reach_the_provider(bot: TestBot) -> None:
 
 async def test_a_stranger_is_told_their_id_and_nothing_reaches_the_provider(bot: TestBot) -> None:
     reply = await bot.say("Hallo", user="999")
-    assert "telegram:999" in reply and "access.allow" in reply
+    assert "telegram:999" in reply
+    assert "access.allow" in reply
     assert bot.provider.prompts == []
     assert await bot.engine.store.ring("telegram:999", since=0.0) == []
 

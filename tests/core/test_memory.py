@@ -58,7 +58,9 @@ def test_bridge_matches_the_seed_two_entry_example() -> None:
 
 def test_bridge_in_english() -> None:
     text = build_bridge(SEED_ENTRIES[:1], "Due Wednesday", now=T_1515, language="en", tz=BERLIN)
-    assert text.startswith("<conversation_history>\nRecent conversations with the user:\n\n[05.04. 14:23]")
+    assert text.startswith(
+        "<conversation_history>\nRecent conversations with the user:\n\n[05.04. 14:23]"
+    )
     assert text.endswith("Current time: Saturday, 05.04.2025 15:15\nCurrent message: Due Wednesday")
 
 
@@ -99,13 +101,15 @@ def test_summary_of_a_long_first_line_is_cut_at_a_word_never_empty() -> None:
 
 def test_summary_of_one_unbroken_word_is_hard_cut() -> None:
     summary = cut_summary("y" * 1000, 300)
-    assert len(summary) == 300 and summary.endswith("…")
+    assert len(summary) == 300
+    assert summary.endswith("…")
 
 
 def test_cut_text_leaves_short_text_alone_and_cuts_long_text() -> None:
     assert cut_text("  kurz  ", 500) == "kurz"
     cut = cut_text("wort " * 200, 500)
-    assert len(cut) <= 500 and cut.endswith("wort…")
+    assert len(cut) <= 500
+    assert cut.endswith("wort…")
 
 
 def _conv(kind: ChatKind, chat: str = "579304651") -> Conversation:

@@ -53,7 +53,8 @@ async def test_different_conversations_run_concurrently(tmp_path: Path) -> None:
 async def test_a_redelivered_event_gets_exactly_one_answer(bot: TestBot) -> None:
     first = await bot.say("Hallo", event_id="telegram:1001")
     second = await bot.say("Hallo", event_id="telegram:1001")
-    assert first == "echo: Hallo" and second == ""
+    assert first == "echo: Hallo"
+    assert second == ""
     assert len(bot.provider.prompts) == 1
 
 
@@ -65,7 +66,8 @@ async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
     )
     bot = await make_testbot(tmp_path, provider=provider)
     reply = await bot.say("Check wo das Chemitek-Paket bleibt")
-    assert "main, backup" in reply and "noch einmal" in reply
+    assert "main, backup" in reply
+    assert "noch einmal" in reply
     assert len(bot.outboxes[-1].messages) == 1
     assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
     assert await bot.engine.store.load_session(f"telegram:{ALICE}::{ALICE}") is None

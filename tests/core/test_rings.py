@@ -44,7 +44,8 @@ async def test_only_the_last_inject_entries_are_injected(tmp_path: Path) -> None
         bot.clock.advance(31 * 60)
     text = bot.last_prompt_text
     assert text.count("\nUser: ") == 5
-    assert "User: Thema 2\n" in text and "User: Thema 1\n" not in text
+    assert "User: Thema 2\n" in text
+    assert "User: Thema 1\n" not in text
     await bot.engine.store.aclose()
 
 
@@ -54,7 +55,8 @@ async def test_entry_cuts_user_message_and_summary(tmp_path: Path) -> None:
     bot = await make_testbot(tmp_path, provider=provider)
     await bot.say("frage " * 200)
     (entry,) = await _ring(bot)
-    assert len(entry.user_message) <= 500 and entry.user_message.endswith("…")
+    assert len(entry.user_message) <= 500
+    assert entry.user_message.endswith("…")
     assert 0 < len(entry.assistant_summary) <= 300
     assert entry.assistant_summary.startswith("Die Sendung 1Z999AA10123456784")
     assert entry.scope == "private"

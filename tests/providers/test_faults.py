@@ -16,8 +16,10 @@ def assert_error(outcome: Outcome, cls: type[Exception]) -> None:
     message = str(outcome.error)
     assert "'main'" in message
     assert outcome.error.provider == "main"
-    assert "\n" not in message and message.endswith(".")
-    assert KEY not in message and KEY not in repr(outcome.error)
+    assert "\n" not in message
+    assert message.endswith(".")
+    assert KEY not in message
+    assert KEY not in repr(outcome.error)
 
 
 async def test_deltas_arrive_in_order_and_join_to_the_text(backend: Backend) -> None:
@@ -39,7 +41,8 @@ async def test_reply_can_depend_on_the_prompt(backend: Backend) -> None:
 async def test_rate_limit_is_retried_by_the_sdk(backend: Backend) -> None:
     backend.fake.script(Fault.rate_limit(retry_after=0.01))
     outcome = await collect(backend.provider(max_retries=1))
-    assert outcome.error is None and outcome.text == TEXT
+    assert outcome.error is None
+    assert outcome.text == TEXT
     assert len(backend.fake.requests) == 2
 
 
@@ -47,7 +50,8 @@ async def test_persistent_rate_limit_is_rate_limited_with_retry_after(backend: B
     backend.fake.script(Fault.rate_limit(retry_after=0.01), Fault.rate_limit(retry_after=0.01))
     outcome = await collect(backend.provider(max_retries=1))
     assert_error(outcome, RateLimited)
-    assert isinstance(outcome.error, RateLimited) and outcome.error.retry_after == 0.01
+    assert isinstance(outcome.error, RateLimited)
+    assert outcome.error.retry_after == 0.01
     assert len(backend.fake.requests) == 2
 
 
@@ -63,7 +67,8 @@ async def test_server_errors_are_retried_then_unavailable(backend: Backend, faul
 async def test_server_error_then_success_answers(backend: Backend) -> None:
     backend.fake.script(Fault.overloaded(0.01))
     outcome = await collect(backend.provider(max_retries=1))
-    assert outcome.text == TEXT and len(backend.fake.requests) == 2
+    assert outcome.text == TEXT
+    assert len(backend.fake.requests) == 2
 
 
 async def test_slow_first_byte_times_out(backend: Backend) -> None:

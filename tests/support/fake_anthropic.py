@@ -19,8 +19,12 @@ class FakeAnthropic(FakeSSEServer):
     path = "/v1/messages"
 
     def __init__(
-        self, *, ping: bool = True, default_text: str = "Hello from the fake.",
-        chunk_chars: int = 4, api_key: str | None = None,
+        self,
+        *,
+        ping: bool = True,
+        default_text: str = "Hello from the fake.",
+        chunk_chars: int = 4,
+        api_key: str | None = None,
     ) -> None:
         super().__init__(default_text=default_text, chunk_chars=chunk_chars, api_key=api_key)
         self.ping = ping  # real streams carry pings; the SDK must skip them
@@ -48,13 +52,18 @@ class FakeAnthropic(FakeSSEServer):
             head.append(sse({"type": "ping"}, "ping"))
         block = {"type": "text", "text": ""}
         head.append(
-            sse({"type": "content_block_start", "index": 0, "content_block": block},
-                "content_block_start")
+            sse(
+                {"type": "content_block_start", "index": 0, "content_block": block},
+                "content_block_start",
+            )
         )
         deltas = [
             sse(
-                {"type": "content_block_delta", "index": 0,
-                 "delta": {"type": "text_delta", "text": text}},
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": text},
+                },
                 "content_block_delta",
             )
             for text in chunks

@@ -7,7 +7,7 @@ Streams chunks shaped like the real API: a role chunk, content chunks, a
 
 from __future__ import annotations
 
-from tests.support.sse import Body, Fault, FakeSSEServer, Frames, sse
+from tests.support.sse import Body, FakeSSEServer, Fault, Frames, sse
 
 CREATED = 1_700_000_000
 

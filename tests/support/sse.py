@@ -105,7 +105,8 @@ Step = Reply | Fault
 
 @dataclass(slots=True)
 class Recorded:
-    """One request as the fake saw it; `server_seconds` spans entry to last byte."""
+    """One request as the fake saw it (header names lowercased); `server_seconds`
+    spans handler entry to last byte written."""
 
     body: Body
     headers: dict[str, str]
@@ -133,7 +134,10 @@ class FakeSSEServer:
     path = "/"
 
     def __init__(
-        self, *, default_text: str = "Hello from the fake.", chunk_chars: int = 4,
+        self,
+        *,
+        default_text: str = "Hello from the fake.",
+        chunk_chars: int = 4,
         api_key: str | None = None,
     ) -> None:
         self.default_text = default_text
@@ -180,12 +184,15 @@ class FakeSSEServer:
         """Queue steps for the next requests, in order."""
         self._steps.extend(steps)
 
-    async def wait_idle(self, timeout: float = 2.0) -> bool:
-        """True once no stream is open, False if that took longer than `timeout`."""
-        async with asyncio.timeout(timeout):
-            while self.streams.open:
-                self.streams._changed.clear()
-                await self.streams._changed.wait()
+    async def wait_idle(self, within: float = 2.0) -> bool:
+        """True once no stream is open, False if that took longer than `within` s."""
+        try:
+            async with asyncio.timeout(within):
+                while self.streams.open:
+                    self.streams._changed.clear()
+                    await self.streams._changed.wait()
+        except TimeoutError:
+            return False
         return True
 
     async def __aenter__(self) -> Self:
@@ -202,7 +209,9 @@ class FakeSSEServer:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._runner is not None:
@@ -212,7 +221,7 @@ class FakeSSEServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         body: Body = await request.json()
-        record = Recorded(body, dict(request.headers))
+        record = Recorded(body, {k.lower(): v for k, v in request.headers.items()})
         self.requests.append(record)
         step = self._steps.popleft() if self._steps else Reply()
         if self.api_key is not None and self.presented_key(request) != self.api_key:
@@ -252,8 +261,12 @@ class FakeSSEServer:
         return response
 
     async def _write_stream(
-        self, request: web.Request, response: web.StreamResponse, reply: Reply,
-        fault: Fault | None, frames: Frames,
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        reply: Reply,
+        fault: Fault | None,
+        frames: Frames,
     ) -> bool:
         """Write one scripted stream; False if it was deliberately dropped."""
         for frame in frames.head:

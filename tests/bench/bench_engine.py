@@ -1,0 +1,87 @@
+"""Engine per-message overhead with the debug provider (run: python3 -m tests.bench.bench_engine).
+
+Each message goes through the real engine: access, command parse, lock,
+session load/create, bridging, the debug provider's stream, delivery into a
+null outbox, and one SQLite commit. Prints p50/p99 latency and throughput at
+1, 100 and 10k concurrent conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from core.access import AccessPolicy
+from core.engine import Engine, EngineSettings
+from core.models import ChatKind, Conversation, IncomingMessage
+from core.store import SqliteStore
+from platforms.base import PlatformLimits
+from providers.debug import DebugProvider
+
+
+class NullOutbox:
+    limits = PlatformLimits(max_chars=4096, edit_interval=None)
+
+    async def send(self, text: str) -> object:
+        return object()
+
+    async def edit(self, message: object, text: str) -> None:
+        return None
+
+    async def typing(self) -> None:
+        return None
+
+
+async def run(conversations: int, messages_per_conversation: int, db: Path) -> dict[str, float]:
+    store = SqliteStore(db, max_entries=20)
+    await store.open()
+    engine = Engine(
+        EngineSettings(), store=store, provider=DebugProvider(), access=AccessPolicy(allow=[])
+    )
+    outbox = NullOutbox()
+    latencies: list[float] = []
+
+    async def talk(index: int) -> None:
+        conversation = Conversation(
+            platform="console", chat=f"c{index}", user=f"u{index}", kind=ChatKind.PRIVATE
+        )
+        for turn in range(messages_per_conversation):
+            message = IncomingMessage(conversation=conversation, text=f"Nachricht {turn}")
+            started = time.perf_counter()
+            await engine.handle(message, outbox)
+            latencies.append(time.perf_counter() - started)
+
+    wall = time.perf_counter()
+    await asyncio.gather(*(talk(i) for i in range(conversations)))
+    wall = time.perf_counter() - wall
+    await store.aclose()
+    latencies.sort()
+    return {
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "msgs_per_s": len(latencies) / wall,
+        "messages": len(latencies),
+    }
+
+
+def main() -> None:
+    print(f"# engine overhead — {platform.processor() or platform.machine()}, "
+          f"Python {sys.version.split()[0]}")
+    print("| concurrent conversations | messages | p50 ms | p99 ms | messages/s |")
+    print("|---:|---:|---:|---:|---:|")
+    for conversations, per in ((1, 2000), (100, 20), (10_000, 2)):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = asyncio.run(run(conversations, per, Path(tmp) / "bench.db"))
+        print(
+            f"| {conversations} | {r['messages']:.0f} | {r['p50_ms']:.3f} | "
+            f"{r['p99_ms']:.3f} | {r['msgs_per_s']:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Per-exchange cost of the store backends: `commit_exchange` + `ring(user, since)`.
+
+Run: python3 -m tests.bench.bench_store [--quick]
+
+For each backend and user count the store is pre-populated with two ring
+entries, a session and a usage row per user; then random users each get one
+exchange and one context read (what the engine does per answered message).
+Prints a markdown table of wall-clock microseconds per exchange.
+
+Pre-population bypasses `commit_exchange` (SQLite: one bulk transaction with
+the same rows; JSON: the files written directly in their documented format),
+because 200k single commits would dominate the run without telling us
+anything about the steady state. JSON rewrites whole files on every commit,
+so it is O(total size) per write and gets few samples at large sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from core.models import Exchange, MemoryEntry, Session, Turn, Usage
+from core.store import JsonStore, SqliteStore
+
+DAY = "2025-04-05"
+NOW = 1_743_854_580.0
+MAX_ENTRIES = 10
+TEXT = "Wo bleibt das Paket? Bitte den Status der Sendung prüfen und Bescheid geben."
+SUMMARY = "UPS Tracking 1Z999AA10123456784 — Status: In Transit. Zustellung Mittwoch. " * 2
+USER_COUNTS = (10, 1_000, 100_000)
+SAMPLES = {
+    "sqlite": {10: 5000, 1_000: 5000, 100_000: 5000},
+    "json": {10: 200, 1_000: 50, 100_000: 5},
+}
+WARMUP = {"sqlite": 500, "json": 2}
+
+
+def user_id(i: int) -> str:
+    return f"telegram:{100_000_000 + i}"
+
+
+def exchange(user: str, ts: float) -> Exchange:
+    turns = [Turn("user", TEXT), Turn("assistant", SUMMARY)] * 2
+    session = Session(f"{user}:chat", user, ts - 300.0, ts, turns)
+    entry = MemoryEntry(ts, TEXT, SUMMARY, f"sess_{user}", "/srv/bot", user, "private")
+    return Exchange(user, session, entry, Usage(120, 80), DAY)
+
+
+def seed_rows(users: int) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Two entries, one session and one usage row per user, as JSON-shaped dicts."""
+    turns = [{"role": t.role, "content": t.content} for t in exchange("x", 0).session.turns]
+    ring, sessions, usage = [], {}, {}
+    for i in range(users):
+        u = user_id(i)
+        for k in range(2):
+            ring.append({"timestamp": NOW - 600 + k, "user_message": TEXT,
+                         "assistant_summary": SUMMARY, "session_name": f"sess_{u}",
+                         "workdir": "/srv/bot", "user": u, "scope": "private"})
+        sessions[f"{u}:chat"] = {"user": u, "started_at": NOW - 900, "last_active": NOW - 600,
+                                 "turns": turns}
+        usage[u] = {DAY: {"input_tokens": 240, "output_tokens": 160}}
+    return ring, sessions, usage
+
+
+def populate_sqlite(path: Path, users: int) -> None:
+    ring, sessions, usage = seed_rows(users)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO ring(timestamp, user_message, assistant_summary, session_name,"
+                   " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   [tuple(e.values()) for e in ring])
+    db.executemany("INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
+                   [(k, s["user"], s["started_at"], s["last_active"],
+                     json.dumps(s["turns"], ensure_ascii=False)) for k, s in sessions.items()])
+    db.executemany("INSERT INTO usage VALUES (?, ?, 240, 160)", [(u, DAY) for u in usage])
+    db.execute("COMMIT")
+    db.close()
+
+
+def populate_json(path: Path, users: int) -> None:
+    ring, sessions, usage = seed_rows(users)
+    state = {"sessions": sessions, "usage": usage, "last_entry": None}
+    for target, value in ((path, ring), (Path(f"{path}.state.json"), state)):
+        target.write_text(json.dumps(value, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+async def make_store(backend: str, directory: Path, users: int) -> SqliteStore | JsonStore:
+    if backend == "sqlite":
+        path = directory / "chatbridge.db"
+        empty = SqliteStore(path, max_entries=MAX_ENTRIES)
+        await empty.open()  # creates the schema
+        await empty.aclose()
+        populate_sqlite(path, users)
+        store: SqliteStore | JsonStore = SqliteStore(path, max_entries=MAX_ENTRIES)
+    else:
+        path = directory / "memory.json"
+        populate_json(path, users)
+        store = JsonStore(path, max_entries=MAX_ENTRIES)
+    await store.open()
+    return store
+
+
+async def measure(backend: str, users: int, samples: int) -> dict[str, float]:
+    rng = random.Random(users)
+    with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
+        t0 = time.perf_counter()
+        store = await make_store(backend, Path(tmp), users)
+        setup = time.perf_counter() - t0
+        totals, commits, reads = [], [], []
+        for n in range(WARMUP[backend] + samples):
+            user = user_id(rng.randrange(users))
+            ex = exchange(user, NOW + n)
+            t1 = time.perf_counter_ns()
+            await store.commit_exchange(ex)
+            t2 = time.perf_counter_ns()
+            context = await store.ring(user, since=NOW - 3600)
+            t3 = time.perf_counter_ns()
+            assert context[-1].timestamp == NOW + n
+            if n >= WARMUP[backend]:
+                totals.append((t3 - t1) / 1000)
+                commits.append((t2 - t1) / 1000)
+                reads.append((t3 - t2) / 1000)
+        await store.aclose()
+    totals.sort()
+    return {
+        "samples": samples, "setup_s": setup, "mean": sum(totals) / samples,
+        "p50": totals[samples // 2], "p99": totals[min(samples - 1, int(samples * 0.99))],
+        "commit": sum(commits) / samples, "ring": sum(reads) / samples,
+    }
+
+
+def calibration_us() -> float:
+    """sum(range(1000)), best of 5 x 2000: ~8-10 µs on a current laptop core."""
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(2000):
+            sum(range(1000))
+        best = min(best, (time.perf_counter() - t) / 2000 * 1e6)
+    return best
+
+
+async def main(quick: bool) -> None:
+    print(f"calibration: sum(range(1000)) = {calibration_us():.1f} µs; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sqlite "
+          f"{sqlite3.sqlite_version}\n")
+    print("| backend | users | exchanges | mean µs | p50 µs | p99 µs "
+          "| commit mean µs | ring mean µs | setup s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for backend in ("sqlite", "json"):
+        for users in USER_COUNTS:
+            samples = SAMPLES[backend][users] // (10 if quick else 1) or 1
+            r = await measure(backend, users, samples)
+            print(f"| {backend} | {users:,} | {r['samples']} | {r['mean']:,.0f} | {r['p50']:,.0f} "
+                  f"| {r['p99']:,.0f} | {r['commit']:,.0f} | {r['ring']:,.0f} "
+                  f"| {r['setup_s']:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the samples")
+    asyncio.run(main(parser.parse_args().quick))

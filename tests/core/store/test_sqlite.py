@@ -1,0 +1,58 @@
+"""SQLite specifics: file layout, pragmas, one process per file."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from core.store import SqliteStore, StoreError, open_store
+from tests.core.store.helpers import exchange, store_path
+
+
+async def test_new_file_is_private_wal_and_versioned(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    store = SqliteStore(path, max_entries=5)
+    await store.open()
+    await store.commit_exchange(exchange("hi"))
+    await store.aclose()
+
+    assert sorted(p.name for p in path.parent.iterdir()) == ["chatbridge.db"]  # no temp, wal, shm
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    header = path.read_bytes()[:100]
+    assert header[18:20] == b"\x02\x02"  # WAL mode is recorded in the file itself
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        assert db.execute("SELECT value FROM meta").fetchall() == [("1",)]
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert "ring_user_id" in indexes
+    finally:
+        db.close()
+
+
+async def test_second_process_is_refused_while_open(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    first = SqliteStore(path, max_entries=5)
+    await first.open()
+    await first.commit_exchange(exchange("hi"))
+    try:
+        with pytest.raises(StoreError, match="in use by another process") as err:
+            await SqliteStore(path, max_entries=5).open()
+        assert str(path) in str(err.value)
+        assert len(await first.ring("telegram:1", since=0)) == 1  # the owner is unaffected
+    finally:
+        await first.aclose()
+
+
+async def test_open_store_backends(tmp_path: Path) -> None:
+    for backend, name in (("sqlite", "a.db"), ("json", "a.json")):
+        store = await open_store(backend=backend, path=tmp_path / name, url="", max_entries=3)
+        await store.commit_exchange(exchange(backend))
+        assert [e.user_message for e in await store.ring("telegram:1", since=0)] == [backend]
+        await store.aclose()
+    with pytest.raises(StoreError, match=r"^the redis backend is not available in this build"):
+        await open_store(backend="redis", path=tmp_path / "r", url="redis://x", max_entries=3)
+    with pytest.raises(StoreError, match="unknown store backend 'mongo'"):
+        await open_store(backend="mongo", path=tmp_path / "m", url="", max_entries=3)

@@ -1,0 +1,102 @@
+"""Who the bot answers in groups, what text reaches the engine, and forum topics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.models import ChatKind
+from tests.platforms.conftest import Launch, StandInEngine
+from tests.support.fake_telegram import FakeTelegram
+
+GROUP = -1001234
+
+
+async def _handled_before_marker(fake: FakeTelegram, engine: StandInEngine) -> list[str]:
+    """Texts the engine got, once a trailing addressed marker message went through.
+
+    Updates are dispatched in order, so when the marker arrives every earlier
+    update has been accepted or dropped.
+    """
+    fake.push_text(GROUP, 1, "@bridge_bot marker", chat_type="supergroup")
+    await fake.wait_for(lambda: "marker" in engine.texts())
+    return engine.texts()[:-1]
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs"),
+    [
+        ("just chatting", {}),
+        ("/help@other_bot", {}),
+        ("hey @other_bot", {}),
+        ("@bridge_bot from a bot", {"from_bot": True}),
+        ("@bridge_bot edited", {"edited": True}),
+    ],
+)
+async def test_messages_not_for_the_bot_are_ignored(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch, text: str, kwargs: dict[str, Any]
+) -> None:
+    await launch()
+    fake.push_text(GROUP, 1, text, chat_type="supergroup", **kwargs)
+    assert await _handled_before_marker(fake, engine) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("@bridge_bot what is 2+2?", "what is 2+2?"),
+        ("what is 2+2, @Bridge_Bot", "what is 2+2,"),
+        ("@bridge_bot, summarise this", "summarise this"),
+        ("so @bridge_bot what now", "so what now"),
+        ("/help", "/help"),
+        ("/help@bridge_bot", "/help@bridge_bot"),
+        ("🎉 @bridge_bot party", "🎉 party"),  # UTF-16 offsets after an astral char
+    ],
+)
+async def test_addressed_messages_reach_the_engine_without_the_mention(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch, text: str, expected: str
+) -> None:
+    await launch()
+    fake.push_text(GROUP, 1, text, chat_type="supergroup")
+    assert await _handled_before_marker(fake, engine) == [expected]
+    conv = engine.handled[0].conversation
+    assert (conv.chat, conv.user, conv.thread, conv.kind) == (str(GROUP), "1", "", ChatKind.GROUP)
+
+
+async def test_reply_to_the_bot_is_handled(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    fake.push_text(GROUP, 1, "@bridge_bot first", chat_type="group")
+    await fake.wait_for(lambda: fake.bot_texts(GROUP) == ["echo: first"])
+    fake.push_text(GROUP, 2, "and a follow-up", chat_type="group", reply_to_bot=True)
+    await fake.wait_for(lambda: len(fake.bot_texts(GROUP)) == 2)
+    assert engine.texts() == ["first", "and a follow-up"]
+    # In groups the answer quotes the question it answers.
+    question_id = fake.messages(GROUP)[-2].message_id
+    assert fake.messages(GROUP)[-1].reply_to == question_id
+
+
+async def test_text_mention_of_the_bot_counts(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    entity = {"type": "text_mention", "offset": 0, "length": 6, "user": fake.me}
+    fake.push_text(GROUP, 1, "Bridge explain", chat_type="supergroup", entities=[entity])
+    assert await _handled_before_marker(fake, engine) == ["explain"]
+
+
+async def test_forum_topic_is_a_thread_and_the_reply_stays_in_it(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    # The fake's topic was created by the bot: its service message is no reply to us.
+    fake.push_text(GROUP, 1, "unaddressed", chat_type="supergroup", thread_id=77)
+    fake.push_text(GROUP, 1, "@bridge_bot in topic", chat_type="supergroup", thread_id=77)
+    await fake.wait_for(lambda: fake.bot_texts(GROUP) == ["echo: in topic"])
+    assert engine.texts() == ["in topic"]
+    assert engine.handled[0].conversation.thread == "77"
+    assert fake.messages(GROUP)[-1].thread_id == 77
+    [action] = fake.calls_to("sendChatAction")
+    assert action.params["message_thread_id"] == 77

@@ -1,0 +1,140 @@
+"""TelegramOutbox against the fake Bot API: formatting, edits and the error contract."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from telegram import Bot
+
+from core.models import IncomingMessage
+from platforms.base import DeliveryError, DeliveryRetry, Outbox
+from platforms.telegram import TelegramOutbox
+from tests.platforms.conftest import Launch, StandInEngine
+from tests.support.fake_telegram import FakeTelegram
+
+CHAT = 100
+# PTB's RetryAfter warns about its own future int -> timedelta change.
+pytestmark = pytest.mark.filterwarnings("ignore:.*retry_after.*:DeprecationWarning")
+
+
+@pytest.fixture
+async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
+    fake.push_text(CHAT, CHAT, "hi")  # the chat must exist, as on Telegram
+    async with Bot(fake.token, base_url=fake.base_url) as client:
+        yield client
+
+
+@pytest.fixture
+def outbox(bot: Bot) -> TelegramOutbox:
+    return TelegramOutbox(bot, CHAT)
+
+
+async def test_send_then_edit_updates_the_visible_message(
+    fake: FakeTelegram, outbox: TelegramOutbox
+) -> None:
+    handle = await outbox.send("Hel")
+    await outbox.edit(handle, "Hello, world")
+    assert fake.bot_texts(CHAT) == ["Hello, world"]
+    assert [m.edits for m in fake.messages(CHAT) if m.text == "Hello, world"] == [1]
+
+
+async def test_identical_edit_is_not_an_error(fake: FakeTelegram, outbox: TelegramOutbox) -> None:
+    handle = await outbox.send("same")
+    await outbox.edit(handle, "same")  # Telegram: 400 message is not modified
+    assert len(fake.calls_to("editMessageText")) == 1
+    assert fake.bot_texts(CHAT) == ["same"]
+
+
+@pytest.mark.parametrize("method", ["sendMessage", "editMessageText"])
+async def test_flood_control_becomes_delivery_retry(
+    fake: FakeTelegram, outbox: TelegramOutbox, method: str
+) -> None:
+    handle = await outbox.send("first")
+    fake.fail_next(method, retry_after=3)
+    attempt = {
+        "sendMessage": lambda: outbox.send("second"),
+        "editMessageText": lambda: outbox.edit(handle, "second"),
+    }[method]
+    with pytest.raises(DeliveryRetry) as info:
+        await attempt()
+    assert info.value.retry_after == 3
+    assert fake.bot_texts(CHAT)[-1] == "first"  # nothing went out
+
+
+async def test_markdown_is_sent_as_entities(fake: FakeTelegram, outbox: TelegramOutbox) -> None:
+    await outbox.send("**Bold** words\n\n```python\nprint(1)\n```")
+    [message] = [m for m in fake.messages(CHAT) if m.sender["is_bot"]]
+    assert message.text == "Bold words\n\nprint(1)"
+    assert {"type": "bold", "offset": 0, "length": 4} in message.entities
+    assert {"type": "pre", "offset": 12, "length": 8, "language": "python"} in message.entities
+
+
+async def test_rejected_entities_resend_the_raw_text(
+    fake: FakeTelegram, outbox: TelegramOutbox
+) -> None:
+    fake.reject_entities_next()
+    handle = await outbox.send("**keep** me")
+    first, second = fake.calls_to("sendMessage")
+    assert "entities" in first.params
+    assert "entities" not in second.params
+    assert fake.bot_texts(CHAT) == ["**keep** me"]
+
+    fake.reject_entities_next()
+    await outbox.edit(handle, "**keep** me too")
+    assert fake.bot_texts(CHAT) == ["**keep** me too"]
+
+
+async def test_markup_that_grows_past_the_limit_is_sent_as_raw_text(
+    fake: FakeTelegram, outbox: TelegramOutbox
+) -> None:
+    text = "# a\n" * 1000  # 4000 chars; every heading gains an emoji when converted
+    await outbox.send(text)
+    [call] = fake.calls_to("sendMessage")
+    assert call.params["text"] == text
+    assert "entities" not in call.params
+
+
+async def test_other_refusals_are_one_line_delivery_errors(outbox: TelegramOutbox) -> None:
+    with pytest.raises(DeliveryError) as info:
+        await outbox.send("x" * 5000)
+    assert not isinstance(info.value, DeliveryRetry)
+    assert str(info.value) == "telegram sendMessage: Message is too long"
+
+
+async def test_typing_failure_is_swallowed(fake: FakeTelegram, outbox: TelegramOutbox) -> None:
+    fake.fail_next("sendChatAction", retry_after=30)
+    await outbox.typing()
+    assert len(fake.calls_to("sendChatAction")) == 1
+
+
+async def test_only_the_first_message_quotes_the_question(fake: FakeTelegram, bot: Bot) -> None:
+    box = TelegramOutbox(bot, CHAT, reply_to=1)
+    await box.send("part one")
+    await box.send("part two")
+    first, second = fake.calls_to("sendMessage")
+    assert first.params["reply_parameters"] == {
+        "message_id": 1,
+        "allow_sending_without_reply": True,
+    }
+    assert "reply_parameters" not in second.params
+
+
+async def test_platform_outbox_surfaces_429_through_the_rate_limiter(
+    fake: FakeTelegram, launch: Launch
+) -> None:
+    waits: list[float] = []
+
+    async def reply(message: IncomingMessage, outbox: Outbox) -> None:
+        assert outbox.limits.max_chars == 4096
+        try:
+            await outbox.send("answer")
+        except DeliveryRetry as exc:
+            waits.append(exc.retry_after)
+            await outbox.send("answer")
+
+    fake.fail_next("sendMessage", retry_after=2)
+    await launch(engine=StandInEngine(reply), edit_interval=1.5)
+    fake.push_text(CHAT, CHAT, "question")
+    await fake.wait_for(lambda: fake.bot_texts(CHAT) == ["answer"])
+    assert waits == [2]

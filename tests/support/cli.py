@@ -1,0 +1,104 @@
+"""Run the real `chatbridge` console script in a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# The entry point is `core.cli:main`; running it through the interpreter
+# avoids depending on where pip put the console script.
+CHATBRIDGE = [sys.executable, "-m", "core.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment without API keys or config overrides."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("CHATBRIDGE_")
+    }
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def run_cli(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, stdin: str = ""
+) -> Result:
+    process = await asyncio.create_subprocess_exec(
+        *CHATBRIDGE,
+        *args,
+        cwd=cwd,
+        env=clean_env(env),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
+    return Result(process.returncode or 0, out.decode(), err.decode())
+
+
+class ChatSession:
+    """An interactive `chatbridge chat` driven line by line, as a person would."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.transcript = ""
+
+    @classmethod
+    async def start(
+        cls, *args: str, cwd: Path, env: Mapping[str, str] | None = None
+    ) -> ChatSession:
+        process = await asyncio.create_subprocess_exec(
+            *CHATBRIDGE,
+            "chat",
+            *args,
+            cwd=cwd,
+            env=clean_env(env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        return cls(process)
+
+    async def read_until(self, marker: str, within: float = 20.0) -> str:
+        """Read stdout until `marker` has appeared; returns the text read."""
+        assert self.process.stdout is not None
+        chunk = ""
+
+        async def read() -> None:
+            nonlocal chunk
+            while marker not in chunk:
+                line = await self.process.stdout.readline()  # type: ignore[union-attr]
+                if not line:
+                    raise AssertionError(f"chat exited before {marker!r}; got {chunk!r}")
+                chunk += line.decode()
+
+        await asyncio.wait_for(read(), within)
+        self.transcript += chunk
+        return chunk
+
+    async def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{line}\n".encode())
+        await self.process.stdin.drain()
+
+    async def close(self) -> tuple[int, str, str]:
+        """Ctrl-D; returns exit code, the rest of stdout, and stderr."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        out, err = await asyncio.wait_for(self.process.communicate(), 20)
+        self.transcript += out.decode()
+        return self.process.returncode or 0, out.decode(), err.decode()
