@@ -11,6 +11,8 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from config import ChatbridgeConfig
 from core.access import AccessPolicy
 from core.clock import Clock
@@ -145,7 +147,7 @@ def secrets_of(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Iterator
     def walk(node: Any) -> Iterator[str]:
         if hasattr(node, "get_secret_value"):
             yield node.get_secret_value()
-        elif hasattr(node, "model_fields"):
+        elif isinstance(node, BaseModel):
             for name in type(node).model_fields:
                 yield from walk(getattr(node, name))
             yield from walk(getattr(node, "__pydantic_extra__", None) or {})

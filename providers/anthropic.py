@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic.types import (
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+)
+from anthropic.types import TextDelta as AnthropicTextDelta
 
 from core.models import Turn, Usage
 from providers.base import (
@@ -104,21 +112,22 @@ class AnthropicProvider:
             events = await self._client.messages.create(
                 model=self.model,
                 max_tokens=self._max_tokens,
-                messages=messages,  # type: ignore[arg-type]
+                messages=cast("list[MessageParam]", messages),
                 stream=True,
                 **extra,
             )
             # `async with` closes the HTTP response on early exit and cancellation.
             async with events:
                 async for event in events:
-                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                        if event.delta.text:
+                    if isinstance(event, RawContentBlockDeltaEvent):
+                        # Only text: thinking/tool deltas are not part of the answer.
+                        if isinstance(event.delta, AnthropicTextDelta) and event.delta.text:
                             yield TextDelta(event.delta.text)
-                    elif event.type == "message_start":
+                    elif isinstance(event, RawMessageStartEvent):
                         input_tokens = event.message.usage.input_tokens
-                    elif event.type == "message_delta":
+                    elif isinstance(event, RawMessageDeltaEvent):
                         output_tokens = event.usage.output_tokens
-                    elif event.type == "message_stop":
+                    elif isinstance(event, RawMessageStopEvent):
                         stopped = True
         except WIRE_ERRORS as exc:
             raise self._mapped(exc) from exc

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 
 from providers.base import Prompt, Provider, ProviderError, RateLimited, StreamEvent, TextDelta
 
@@ -62,13 +61,11 @@ class FallbackProvider:
         errors: list[tuple[str, ProviderError]] = []
         for index, provider in enumerate(self._providers):
             sent_text = False
+            events = provider.stream(prompt)
             try:
-                # aclosing: closing us (or cancelling our consumer) must close the
-                # inner stream now, not whenever the garbage collector gets to it.
-                async with aclosing(provider.stream(prompt)) as events:
-                    async for event in events:
-                        sent_text = sent_text or (isinstance(event, TextDelta) and bool(event.text))
-                        yield event
+                async for event in events:
+                    sent_text = sent_text or (isinstance(event, TextDelta) and bool(event.text))
+                    yield event
             except ProviderError as exc:
                 if sent_text:
                     self._log.warning(
@@ -87,6 +84,12 @@ class FallbackProvider:
                     f"; trying {following!r}" if following else "",
                 )
                 continue
+            finally:
+                # Closing us (or cancelling our consumer) must close the inner
+                # stream now, not whenever the garbage collector gets to it.
+                close = getattr(events, "aclose", None)
+                if close is not None:
+                    await close()
             self._log.info("provider %r answered (chain %r)", provider.name, self.name)
             return
         raise _all_failed(errors) from errors[-1][1]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from core.models import Usage
 from providers.base import (
@@ -90,7 +90,7 @@ class OpenAIProvider:
         self._max_tokens = max_tokens
         # OpenAI rejects `max_tokens` for its reasoning models, while compatible
         # servers reliably know only that older name.
-        self._limit_param = "max_completion_tokens" if base_url is None else "max_tokens"
+        self._compatible_server = base_url is not None
         self._client = openai.AsyncOpenAI(
             api_key=api_key or PLACEHOLDER_KEY,
             base_url=base_url,
@@ -103,19 +103,24 @@ class OpenAIProvider:
 
         A stream that ends without a `finish_reason` is an error, not a short answer.
         """
-        messages: list[dict[str, Any]] = []
+        messages: list[ChatCompletionMessageParam] = []
         if prompt.system:  # some compatible servers reject an empty system message
             messages.append({"role": "system", "content": prompt.system})
-        messages += [{"role": turn.role, "content": turn.content} for turn in prompt.messages]
+        for turn in prompt.messages:
+            if turn.role == "assistant":
+                messages.append({"role": "assistant", "content": turn.content})
+            else:
+                messages.append({"role": "user", "content": turn.content})
         usage: Usage | None = None
         finished = False
         try:
             chunks = await self._client.chat.completions.create(
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 stream=True,
                 stream_options={"include_usage": True},
-                **{self._limit_param: self._max_tokens},
+                max_tokens=self._max_tokens if self._compatible_server else openai.omit,
+                max_completion_tokens=openai.omit if self._compatible_server else self._max_tokens,
             )
             # `async with` closes the HTTP response on early exit and cancellation.
             async with chunks:

@@ -123,7 +123,7 @@ def percentile(values: list[float], q: int) -> float:
 def clients(kind: str, base_url: str) -> tuple[Any, Provider, Call]:
     """(bare SDK client, our provider, a call through the bare SDK) for `kind`."""
     settings: dict[str, Any] = {"api_key": "bench", "base_url": base_url, "max_retries": 0}
-    limits = {"model": "bench", "timeout": 30.0, "max_tokens": 1024}
+    limits: dict[str, Any] = {"model": "bench", "timeout": 30.0, "max_tokens": 1024}
     if kind == "openai":
         sdk = openai.AsyncOpenAI(**settings, timeout=30)
         return sdk, OpenAIProvider(kind, **settings, **limits), via_openai_sdk(sdk)

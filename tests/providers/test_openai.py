@@ -60,7 +60,7 @@ def test_official_api_gets_max_completion_tokens() -> None:
     provider = OpenAIProvider(
         "main", model="gpt", api_key=KEY, base_url=None, timeout=1, max_retries=0, max_tokens=9
     )
-    assert provider._limit_param == "max_completion_tokens"
+    assert not provider._compatible_server
 
 
 def test_retry_after_prefers_milliseconds_and_ignores_dates() -> None:
