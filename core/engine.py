@@ -194,15 +194,19 @@ class Engine:
 
     async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
         log.warning("no answer: %s", exc)
-        providers = exc.provider or self.provider.name
         try:
             if reply.text.strip():
-                notice = self.say("interrupted", providers=providers)
+                notice = self.say("interrupted", providers=exc.provider or self.provider.name)
                 await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
             else:
-                await reply.finish(self.say("all_failed", providers=providers))
+                await reply.finish(self.say("all_failed", providers=self._chain_names()))
         except DeliveryError as delivery_exc:
             log.warning("failure notice not delivered: %s", delivery_exc)
+
+    def _chain_names(self) -> str:
+        """"main, backup" for a fallback chain; the provider's name otherwise."""
+        chain = getattr(self.provider, "providers", None) or [self.provider]
+        return ", ".join(provider.name for provider in chain)
 
     async def _remember(
         self,

@@ -11,11 +11,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from providers.anthropic import AnthropicProvider
 from providers.base import Provider
 from providers.debug import DebugProvider
 from providers.fallback import FallbackProvider
-from providers.openai import OpenAIProvider
 
 
 class ProvidersSection(Protocol):
@@ -43,13 +41,16 @@ def build_provider(name: str, cfg: Any) -> Provider:
     kind = cfg.type
     if kind == "debug":
         return DebugProvider(name)
-    classes: dict[str, type[OpenAIProvider] | type[AnthropicProvider]] = {
-        "openai": OpenAIProvider,
-        "anthropic": AnthropicProvider,
-    }
-    if kind not in classes:
+    # SDKs are imported on demand: `anthropic` alone takes ~3 s to import,
+    # which `chatbridge chat` with another provider should not pay.
+    provider_class: type[Provider]
+    if kind == "openai":
+        from providers.openai import OpenAIProvider as provider_class
+    elif kind == "anthropic":
+        from providers.anthropic import AnthropicProvider as provider_class
+    else:
         raise ValueError(f"provider {name!r} has unknown type {kind!r}")
-    return classes[kind](
+    return provider_class(  # type: ignore[call-arg]
         name,
         model=cfg.model,
         api_key=_secret(cfg.api_key),

@@ -101,7 +101,9 @@ class OpenAIProvider:
     async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
         """Yield content deltas in order, then one `UsageReport` if the server sent usage.
 
-        A stream that ends without a `finish_reason` is an error, not a short answer.
+        An empty system prompt is left out; any role but "assistant" is sent as
+        "user". A stream that ends without a `finish_reason` is an error, not a
+        short answer.
         """
         messages: list[ChatCompletionMessageParam] = []
         if prompt.system:  # some compatible servers reject an empty system message

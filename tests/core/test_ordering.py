@@ -8,6 +8,7 @@ from pathlib import Path
 
 from core.engine import EngineSettings
 from providers.base import ProviderUnavailable
+from providers.fallback import FallbackProvider
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 
@@ -61,10 +62,13 @@ async def test_a_redelivered_event_gets_exactly_one_answer(bot: TestBot) -> None
 async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
     tmp_path: Path,
 ) -> None:
-    provider = ScriptedProvider(
-        lambda prompt: [ProviderUnavailable("all providers failed", provider="main, backup")]
-    )
-    bot = await make_testbot(tmp_path, provider=provider)
+    def down(name: str) -> ScriptedProvider:
+        return ScriptedProvider(
+            lambda prompt: [ProviderUnavailable(f"{name} is down", provider=name)], name=name
+        )
+
+    chain = FallbackProvider([down("main"), down("backup")])
+    bot = await make_testbot(tmp_path, provider=chain)  # type: ignore[arg-type]
     reply = await bot.say("Check wo das Chemitek-Paket bleibt")
     assert "main, backup" in reply
     assert "noch einmal" in reply

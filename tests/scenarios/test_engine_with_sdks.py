@@ -1,0 +1,69 @@
+"""The real engine driving the real openai/anthropic SDKs against the fakes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from providers.anthropic import AnthropicProvider
+from providers.base import Provider
+from providers.openai import OpenAIProvider
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.sse import FakeSSEServer, Reply
+from tests.support.testbot import ALICE, make_testbot
+
+
+def _provider(kind: str, fake: FakeSSEServer) -> Provider:
+    cls = OpenAIProvider if kind == "openai" else AnthropicProvider
+    return cls(  # type: ignore[abstract]
+        "main",
+        model="test-model",
+        api_key="sk-test",
+        base_url=fake.base_url,  # type: ignore[attr-defined]
+        timeout=5.0,
+        max_retries=0,
+        max_tokens=256,
+    )
+
+
+FAKES = {"openai": FakeOpenAI, "anthropic": FakeAnthropic}
+
+
+@pytest.mark.parametrize("kind", sorted(FAKES))
+async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) -> None:
+    async with FAKES[kind]() as fake:
+        fake.script(Reply(text="word " * 200, chunk_chars=5, chunk_delay=0.02))
+        provider = _provider(kind, fake)
+        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
+        for _ in range(100):
+            if fake.open_streams:
+                break
+            await asyncio.sleep(0.01)
+        assert fake.open_streams == 1
+        await bot.say("/new")
+        await asyncio.wait_for(pending, 2.0)
+        assert await fake.wait_idle(), "the HTTP stream was left open"
+        assert fake.streams.closed_by_client == 1
+        assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
+        await provider.aclose()
+        await bot.engine.store.aclose()
+
+
+@pytest.mark.parametrize("kind", sorted(FAKES))
+async def test_usage_from_the_sdk_is_counted_and_shown_in_status(
+    kind: str, tmp_path: Path
+) -> None:
+    async with FAKES[kind]() as fake:
+        fake.script(Reply(text="Hallo!", usage=(120, 7)))
+        provider = _provider(kind, fake)
+        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        assert await bot.say("Hi") == "Hallo!"
+        status = await bot.say("/status")
+        assert "Tokens heute: 120 rein, 7 raus" in status
+        assert "test-model (main)" in status
+        await provider.aclose()
+        await bot.engine.store.aclose()
