@@ -1,0 +1,97 @@
+"""The seed's own platform end to end: `chatbridge run` with Telegram + OpenAI fakes.
+
+A user asks about the parcel in a private chat, the session expires, and
+"Soll Mittwoch kommen" is still understood. Real python-telegram-bot, real
+openai SDK, real SQLite, the real CLI in a child process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from pathlib import Path
+
+from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
+from tests.support.cli import CHATBRIDGE, clean_env
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.sse import Reply
+
+ALICE = 579304651
+STRANGER = 111
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int) -> str:
+    return f"""
+engine:
+  session_ttl: 1s
+providers:
+  main:
+    type: openai
+    model: gpt-test
+    api_key: ${{OPENAI_API_KEY}}
+    base_url: {openai.base_url}
+platforms:
+  telegram:
+    enabled: true
+    base_url: {telegram.base_url}
+    edit_interval: 0.2s
+access:
+  allow: [telegram:{ALICE}]
+server:
+  port: {port}
+"""
+
+
+async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
+    async with FakeTelegram() as telegram, FakeOpenAI(chunk_chars=12) as openai:
+        openai.script(Reply(text=chemitek_model), Reply(text=chemitek_model))
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        env = clean_env({"TELEGRAM_BOT_TOKEN": telegram.token, "OPENAI_API_KEY": "sk-e2e-9876"})
+        process = await asyncio.create_subprocess_exec(
+            *CHATBRIDGE, "run", cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            telegram.push_text(STRANGER, STRANGER, "Hallo?")
+            await telegram.wait_for(lambda: bool(telegram.bot_texts(STRANGER)), within=30)
+
+            telegram.push_text(ALICE, ALICE, FIRST)
+            await telegram.wait_for(
+                lambda: any("09.04." in t for t in telegram.bot_texts(ALICE)), within=20
+            )
+            await asyncio.sleep(1.5)  # the 1 s session expires
+            telegram.push_text(ALICE, ALICE, SECOND)
+            await telegram.wait_for(
+                lambda: any(UNDERSTOOD in t for t in telegram.bot_texts(ALICE)), within=20
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            out, err = await asyncio.wait_for(process.communicate(), 20)
+
+    stderr = err.decode()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert telegram.token not in stderr + out.decode(), "the bot token leaked into the logs"
+    assert "sk-e2e-9876" not in stderr
+    denial = telegram.bot_texts(STRANGER)
+    assert len(denial) == 1
+    assert f"telegram:{STRANGER}" in denial[0]
+    assert "access.allow" in denial[0]
+    assert len(openai.requests) == 2, "the stranger's message never reached the provider"
+    transcript = telegram.bot_texts(ALICE)
+    assert transcript[0] == TRACKING
+    assert transcript[1] == UNDERSTOOD
+    bridged = openai.requests[1].body["messages"][-1]["content"]
+    assert bridged.startswith("<conversation_history>")
+    assert f"User: {FIRST}" in bridged
+    assert bridged.endswith(f"Aktuelle Nachricht: {SECOND}")
+    assert telegram.calls_to("setMyCommands")
+    assert telegram.calls_to("sendChatAction")
