@@ -66,7 +66,7 @@ class CommandRunner:
         key = message.conversation.key
         self._engine.cancel(key)
         async with self._engine.locks.hold(key):
-            await self._engine.sessions.drop(key)
+            await self._engine.store.save_session(None, key=key)
         return self._engine.say("new")
 
     async def _forget(self, message: IncomingMessage) -> str:
@@ -76,7 +76,6 @@ class CommandRunner:
         engine.cancel(key)
         async with engine.locks.hold(key):
             await engine.store.forget(user)
-            engine.sessions.drop_user(user)
         return engine.say("forget")
 
     async def _visible(self, message: IncomingMessage) -> list[MemoryEntry]:
@@ -101,7 +100,7 @@ class CommandRunner:
         engine = self._engine
         now = engine.clock.now()
         conversation = message.conversation
-        session = await engine.sessions.get(conversation.key)
+        session = await engine.store.load_session(conversation.key)
         ttl = engine.settings.session_ttl
         if session is None or session.expired(now, ttl):
             session_text = engine.say("session_none")

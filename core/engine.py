@@ -21,7 +21,7 @@ from core.delivery import StreamingReply, send_text
 from core.memory import build_bridge, cut_summary, cut_text, neutralise, scope_of, visible_entries
 from core.models import Exchange, IncomingMessage, MemoryEntry, Session, Turn, Usage
 from core.ordering import KeyedLocks, RecentEvents
-from core.sessions import SessionCache, append_turns
+from core.sessions import append_turns
 from core.store.base import Store, StoreError
 from core.texts import COMMANDS, say
 from platforms.base import DeliveryError, Outbox
@@ -65,7 +65,6 @@ class Engine:
         self.provider = provider
         self.access = access or AccessPolicy()
         self.clock = clock or SystemClock()
-        self.sessions = SessionCache(store)
         self.commands: list[tuple[str, str]] = list(COMMANDS)
         self.locks = KeyedLocks()
         self._recent = RecentEvents()
@@ -137,7 +136,7 @@ class Engine:
     async def _open_turn(self, message: IncomingMessage, now: float) -> tuple[Session, str]:
         """The session to continue (or a new one) and the user turn to send."""
         conversation = message.conversation
-        session = await self.sessions.get(conversation.key)
+        session = await self.store.load_session(conversation.key)
         if session is not None and not session.expired(now, self.settings.session_ttl):
             return session, neutralise(message.text)
         ring_user = self.access.ring_user(conversation)
@@ -233,7 +232,6 @@ class Engine:
             user=updated.user,
             scope=scope_of(conversation),
         )
-        self.sessions.remember(updated)
         try:
             await self.store.commit_exchange(
                 Exchange(updated.user, updated, entry, usage, self.today(now))

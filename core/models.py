@@ -124,3 +124,4 @@ class Exchange:
     entry: MemoryEntry
     usage: Usage
     day: str  # YYYY-MM-DD in the bot's timezone, for usage accounting
+    added_turns: int = 2  # how many of session.turns are new (stores append only those)

@@ -20,7 +20,10 @@ CREATE TABLE ring(
 CREATE INDEX ring_user_id ON ring(user, id);
 CREATE TABLE sessions(
     key TEXT PRIMARY KEY, user TEXT NOT NULL, started_at REAL NOT NULL,
-    last_active REAL NOT NULL, turns TEXT NOT NULL);
+    last_active REAL NOT NULL);
+CREATE TABLE turns(
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL);
+CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.models import Exchange, MemoryEntry, Session, Usage
+from core.models import Exchange, MemoryEntry, Session, Turn, Usage
 from core.store import _sqlite_check, _sqlite_file
-from core.store._codec import session_from_json, turns_to_json, unreadable
-from core.store.base import StoreCorrupt, StoreError
+from core.store._codec import unreadable
+from core.store.base import StoreError
 
 _UPSERT_SESSION = """
-INSERT INTO sessions(key, user, started_at, last_active, turns) VALUES (?, ?, ?, ?, ?)
+INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
 ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.started_at,
-    last_active = excluded.last_active, turns = excluded.turns"""
+    last_active = excluded.last_active"""
+# Turns are rows, appended per exchange: rewriting a 40-turn session as one
+# blob cost more than the rest of the commit together.
+_INSERT_TURN = "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)"
+# Keep the session's newest ?2 turns; older ones (or an expired session's) go.
+_TRIM_TURNS = """
+DELETE FROM turns WHERE key = ?1 AND id <= (
+    SELECT id FROM turns WHERE key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
 _INSERT_ENTRY = """
 INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name, workdir, scope)
 VALUES (?, ?, ?, ?, ?, ?, ?)"""
@@ -86,32 +92,43 @@ class SqliteStore:
         self._db, self._vacuum_on_forget = _sqlite_file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
-        rows = self._read("SELECT user, started_at, last_active, turns FROM sessions WHERE key = ?",
-                          (key,))
+        rows = self._read(
+            "SELECT user, started_at, last_active FROM sessions WHERE key = ?", (key,)
+        )
         if not rows:
             return None
-        row = rows[0]
-        try:
-            raw = {"user": row[0], "started_at": row[1], "last_active": row[2]}
-            return session_from_json(key, {**raw, "turns": json.loads(row[3])})
-        except ValueError as err:
-            raise StoreCorrupt(f"{self._path}: session {key!r} is unreadable ({err})") from err
+        user, started_at, last_active = rows[0]
+        turns = self._read("SELECT role, content FROM turns WHERE key = ? ORDER BY id", (key,))
+        return Session(key, user, started_at, last_active, [Turn(r, c) for r, c in turns])
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
         with self._txn() as db:
+            db.execute("DELETE FROM turns WHERE key = ?", (key,))
             if session is None:
                 db.execute("DELETE FROM sessions WHERE key = ?", (key,))
             else:
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
+                db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in session.turns])
 
     async def commit_exchange(self, exchange: Exchange) -> None:
-        """One transaction: session, ring entry (filed under `ring_user`), usage, trim."""
+        """One transaction: session, its new turns, ring entry (filed under
+        `ring_user`), usage, then both trims."""
         user, e, u = exchange.ring_user, exchange.entry, exchange.usage
-        session = _session_row(exchange.session, exchange.session.key)
-        entry = (user, e.timestamp, e.user_message, e.assistant_summary, e.session_name,
-                 e.workdir, e.scope)
+        session, key = exchange.session, exchange.session.key
+        added = session.turns[len(session.turns) - exchange.added_turns :]
+        entry = (
+            user,
+            e.timestamp,
+            e.user_message,
+            e.assistant_summary,
+            e.session_name,
+            e.workdir,
+            e.scope,
+        )
         with self._txn() as db:
-            db.execute(_UPSERT_SESSION, session)
+            db.execute(_UPSERT_SESSION, _session_row(session, key))
+            db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
+            db.execute(_TRIM_TURNS, (key, len(session.turns)))
             db.execute(_INSERT_ENTRY, entry)
             db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
             db.execute(_TRIM, (user, self._max))
@@ -130,6 +147,9 @@ class SqliteStore:
         so this scans them; forget is rare and the scan takes milliseconds.
         """
         with self._txn() as db:
+            db.execute(
+                "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
+            )
             for table in ("ring", "sessions", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
         try:
@@ -184,6 +204,5 @@ class SqliteStore:
             raise
 
 
-def _session_row(s: Session, key: str) -> tuple[str, str, float, float, str]:
-    turns = json.dumps(turns_to_json(s.turns), ensure_ascii=False)
-    return (key, s.user, s.started_at, s.last_active, turns)
+def _session_row(s: Session, key: str) -> tuple[str, str, float, float]:
+    return (key, s.user, s.started_at, s.last_active)
