@@ -60,7 +60,7 @@ def choose_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Pro
     providers = config.providers
     if providers.entries:
         chain = build_chain(providers)
-        names = [providers.default or next(iter(providers.entries)), *providers.fallback]
+        names = providers.chain
         described = " -> ".join(
             f"{name} ({providers.entries[name].type} {providers.entries[name].model})"
             for name in names

@@ -9,6 +9,7 @@ truncated: a long answer becomes several messages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,20 @@ def _open_fence(text: str) -> str | None:
     return opener
 
 
+def _fit(text: str, limit: int, measure: Callable[[str], int]) -> int:
+    """How many leading characters of `text` measure at most `limit`."""
+    if measure is len:
+        return min(limit, len(text))
+    low, high = 0, min(limit, len(text))  # each char counts at least 1 unit
+    while low < high:  # largest prefix that fits, by bisection
+        middle = (low + high + 1) // 2
+        if measure(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _break_point(text: str, limit: int) -> int:
     """Where to cut `text` (len > limit): a paragraph, line, then word break."""
     window = text[:limit]
@@ -45,20 +60,20 @@ def _break_point(text: str, limit: int) -> int:
     return limit
 
 
-def split_message(text: str, limit: int) -> list[str]:
-    """Split into chunks of at most `limit` chars, keeping code fences valid.
+def split_message(text: str, limit: int, measure: Callable[[str], int] = len) -> list[str]:
+    """Split into chunks measuring at most `limit`, keeping code fences valid.
 
     A chunk that ends inside a fence is closed with ``` and the next chunk
     reopens it with the same opener (language tag included).
     """
     chunks: list[str] = []
     rest = text
-    while len(rest) > limit:
-        cut = _break_point(rest, limit)
+    while measure(rest) > limit:
+        cut = _break_point(rest, _fit(rest, limit, measure))
         opener = _open_fence(rest[:cut])
         if opener is not None:
             # Inside a fence: cut earlier to leave room for the closing one.
-            cut = _break_point(rest, limit - len(FENCE) - 1)
+            cut = _break_point(rest, _fit(rest, limit - len(FENCE) - 1, measure))
             opener = _open_fence(rest[:cut])
         head, rest = rest[:cut], rest[cut:]
         if opener is not None:
@@ -82,9 +97,12 @@ class _Posted:
 class StreamingReply:
     """One reply being streamed into one chat.
 
-    `push` may show progress (throttled to `limits.edit_interval`); `finish`
-    returns only once the whole text is visible, split over as many
-    messages as the platform's length limit needs.
+    `push` never waits for the platform: progress edits run in the
+    background, one at a time, at most every `limits.edit_interval`, and
+    each shows the latest text (edits coalesce while a rate limiter holds a
+    call). `finish` returns only once the whole text is visible, split over
+    as many messages as the platform's length limit needs. `aclose` drops a
+    progress edit still in flight (for a cancelled reply).
     """
 
     def __init__(
@@ -100,6 +118,7 @@ class StreamingReply:
         self._posted: list[_Posted] = []
         self._text = ""
         self._next_edit_at = 0.0
+        self._progress: asyncio.Task[None] | None = None
 
     @property
     def text(self) -> str:
@@ -115,18 +134,26 @@ class StreamingReply:
         interval = self._outbox.limits.edit_interval
         if interval is None or not self._text.strip():
             return
+        if self._progress is not None and not self._progress.done():
+            return  # the edit in flight will be followed by one with the latest text
         now = self._monotonic()
-        if now < self._next_edit_at:
-            return
+        if now >= self._next_edit_at:
+            self._next_edit_at = now + interval
+            self._progress = asyncio.create_task(self._show_progress())
+
+    async def _show_progress(self) -> None:
         try:
             await self._show(self._text)
-            self._next_edit_at = now + interval
         except DeliveryRetry as exc:
             # Progress is optional: skip edits until flood control has passed.
-            self._next_edit_at = now + exc.retry_after
+            self._next_edit_at = self._monotonic() + exc.retry_after
+        except DeliveryError as exc:
+            log.info("progress edit refused (%s); the final text will follow", exc)
 
     async def finish(self, text: str | None = None) -> None:
         """Deliver the final text (default: everything pushed), retrying floods."""
+        if self._progress is not None:
+            await self._progress  # never raises: _show_progress keeps its errors
         if text is not None:
             self._text = text
         for attempt in range(1, MAX_DELIVERY_ATTEMPTS + 1):
@@ -138,8 +165,15 @@ class StreamingReply:
                     raise
                 await self._sleep(min(exc.retry_after, MAX_RETRY_WAIT))
 
+    async def aclose(self) -> None:
+        if self._progress is not None and not self._progress.done():
+            self._progress.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._progress
+
     async def _show(self, text: str) -> None:
-        chunks = split_message(text, self._outbox.limits.max_chars)
+        limits = self._outbox.limits
+        chunks = split_message(text, limits.max_chars, limits.measure)
         for index, chunk in enumerate(chunks):
             if not chunk.strip():
                 continue

@@ -163,22 +163,21 @@ class Engine:
         )
         reply = StreamingReply(outbox)
         try:
-            usage = await self._stream(prompt, reply, outbox)
-        except ProviderError as exc:
-            await self._report_failure(exc, reply)
-            return
-        except DeliveryError as exc:
-            log.warning("reply to %s not delivered: %s", message.conversation.chat_id, exc)
-            return
-        answer = reply.text.strip()
-        if not answer:
-            await send_text(outbox, self.say("empty_answer"))
-            return
-        try:
+            try:
+                usage = await self._stream(prompt, reply, outbox)
+            except ProviderError as exc:
+                await self._report_failure(exc, reply)
+                return
+            answer = reply.text.strip()
+            if not answer:
+                await reply.finish(self.say("empty_answer"))
+                return
             await reply.finish()
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", message.conversation.chat_id, exc)
             return
+        finally:
+            await reply.aclose()
         await self._remember(message, session, content, answer, usage, now)
 
     async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:

@@ -7,6 +7,7 @@ into SDK calls. No session, memory or provider logic lives in `platforms/`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,10 +18,13 @@ class PlatformLimits:
 
     `edit_interval` is the minimum gap between two edits of a streamed
     message; `None` means the platform cannot edit and gets the final text only.
+    `measure` is how the platform counts `max_chars` (Telegram counts UTF-16
+    code units, so one emoji is two).
     """
 
     max_chars: int
     edit_interval: float | None = 1.0
+    measure: Callable[[str], int] = len
 
 
 class SentMessage(Protocol):

@@ -17,9 +17,14 @@ from providers.fallback import FallbackProvider
 
 
 class ProvidersSection(Protocol):
-    default: str
-    fallback: Sequence[str]
-    entries: Mapping[str, Any]
+    @property
+    def default(self) -> str | None: ...
+
+    @property
+    def fallback(self) -> Sequence[str]: ...
+
+    @property
+    def entries(self) -> Mapping[str, Any]: ...
 
 
 def _secret(value: object) -> str | None:
@@ -67,6 +72,8 @@ def build_chain(providers_cfg: ProvidersSection) -> Provider:
     One name gives that provider itself; several give a `FallbackProvider` that
     owns them. Raises ValueError naming any entry that doesn't exist.
     """
+    if not providers_cfg.default:
+        raise ValueError("providers.default is not set")
     names = list(dict.fromkeys([providers_cfg.default, *providers_cfg.fallback]))
     missing = [name for name in names if name not in providers_cfg.entries]
     if missing:

@@ -12,6 +12,7 @@ from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
+from telegramify_markdown import utf16_len
 
 from platforms.base import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
 
@@ -53,7 +54,9 @@ class TelegramOutbox:
         edit_interval: float | None = 1.0,
         renderer: MarkdownRenderer | None = None,
     ) -> None:
-        self.limits = PlatformLimits(max_chars=MAX_CHARS, edit_interval=edit_interval)
+        self.limits = PlatformLimits(
+            max_chars=MAX_CHARS, edit_interval=edit_interval, measure=utf16_len
+        )
         self._bot = bot
         self._chat_id = chat_id
         self._thread_id = thread_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from core.delivery import StreamingReply, split_message
@@ -51,11 +53,32 @@ async def test_streaming_edits_are_throttled() -> None:
     reply = StreamingReply(outbox, monotonic=lambda: now[0])
     for i in range(10):
         await reply.push(f"part{i} ")
-        now[0] += 0.25  # 10 deltas over 2.5 s -> a send and at most 2 edits
+        await asyncio.sleep(0)  # let a progress edit run
+        now[0] += 0.25  # 10 deltas over 2.5 s -> a send and at most 2 progress edits
+    shown_while_streaming = len(outbox.messages[0].edits) if outbox.messages else -1
+    await reply.finish()
+    assert 1 <= shown_while_streaming + 1 <= 3
+    assert len(outbox.messages) == 1
+    assert outbox.last == " ".join(f"part{i}" for i in range(10))
+
+
+async def test_a_slow_platform_does_not_hold_up_the_stream() -> None:
+    release = asyncio.Event()
+
+    class SlowOutbox(RecordingOutbox):
+        async def send(self, text: str):  # type: ignore[no-untyped-def]
+            await release.wait()  # a rate limiter holding the call
+            return await super().send(text)
+
+    outbox = SlowOutbox(edit_interval=0.0)
+    reply = StreamingReply(outbox)
+    for i in range(50):
+        await asyncio.wait_for(reply.push(f"w{i} "), 0.1)
+        await asyncio.sleep(0)
+    release.set()
     await reply.finish()
     assert len(outbox.messages) == 1
-    assert len(outbox.messages[0].edits) <= 3
-    assert outbox.last == " ".join(f"part{i}" for i in range(10))
+    assert outbox.last.split() == [f"w{i}" for i in range(50)]
 
 
 async def test_streaming_past_the_limit_continues_in_a_new_message() -> None:
@@ -76,9 +99,12 @@ async def test_flood_control_during_streaming_skips_edits_and_final_waits() -> N
 
     outbox = RecordingOutbox(edit_interval=0.0)
     reply = StreamingReply(outbox, sleep=sleep)
-    await reply.push("first ")
     outbox.floods = [3.0]
-    await reply.push("second ")  # flood: skipped, no exception
+    await reply.push("first ")
+    for _ in range(3):
+        await asyncio.sleep(0)  # the progress edit runs into flood control
+    assert outbox.messages == []
+    await reply.push("second ")  # inside the flood window: no edit attempted
     outbox.floods = [2.0]
     await reply.finish()
     assert slept == [2.0]
@@ -93,3 +119,14 @@ async def test_final_delivery_gives_up_after_repeated_floods() -> None:
     outbox.floods = [1.0] * 10
     with pytest.raises(DeliveryRetry):
         await StreamingReply(outbox, sleep=sleep).finish("text")
+
+
+def test_limits_can_count_utf16_units_like_telegram() -> None:
+    def utf16(text: str) -> int:
+        return len(text.encode("utf-16-le")) // 2
+
+    text = "📦 Paket " * 600  # every emoji is two UTF-16 units
+    chunks = split_message(text, 4096, utf16)
+    assert all(utf16(chunk) <= 4096 for chunk in chunks)
+    assert any(len(chunk) > 3500 for chunk in chunks), "chunks should still be near the limit"
+    assert " ".join(chunks).split() == text.split()

@@ -1,0 +1,101 @@
+"""The Telegram adapter with the real engine: long streamed answers and flood control."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from telegramify_markdown import utf16_len
+
+from core.models import MemoryEntry
+from tests.platforms.conftest import Launch
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.fakes import ScriptedProvider
+from tests.support.testbot import ALICE, TestBot, make_testbot
+
+CODE_LINES = [f"value_{i:03d} = compute({i}, 'chemitek')" for i in range(260)]
+LONG_ANSWER = (
+    "Hier ist das Skript:\n\n```python\n"
+    + "\n".join(CODE_LINES)
+    + "\n```\n\n"
+    + "Danach läuft alles. " * 40
+)
+
+
+def _in_chunks(text: str, size: int = 120) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+async def _ring_once_written(bot: TestBot) -> list[MemoryEntry]:
+    """The ring entry is committed just after the last edit; wait for it."""
+    for _ in range(200):
+        ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
+        if ring:
+            return ring
+        await asyncio.sleep(0.025)
+    raise AssertionError("no ring entry was written")
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[TestBot]:
+    provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER))
+    testbot = await make_testbot(tmp_path, provider=provider)
+    yield testbot
+    await testbot.engine.store.aclose()
+
+
+async def test_a_10k_answer_arrives_split_with_code_intact(
+    fake: FakeTelegram, launch: Launch, bot: TestBot
+) -> None:
+    assert len(LONG_ANSWER) > 10_000
+    await launch(engine=bot.engine, edit_interval=0.05)
+    fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
+    await fake.wait_for(lambda: any("Danach läuft alles." in t for t in fake.bot_texts(int(ALICE))))
+
+    messages = [m for m in fake.messages(int(ALICE)) if m.sender["id"] == fake.me["id"]]
+    assert len(messages) >= 3
+    for message in messages:
+        assert utf16_len(message.text) <= 4096
+        assert "```" not in message.text, "code must be rendered as an entity, not raw fences"
+    shown = "\n".join(m.text for m in messages)
+    for line in CODE_LINES:
+        assert shown.count(line) == 1, line
+    for message in messages:
+        pre = [e for e in message.entities if e["type"] == "pre"]
+        code_here = [line for line in CODE_LINES if line in message.text]
+        if code_here:
+            assert pre, "a chunk holding code lost its code block"
+            covered = "".join(
+                message.text[e["offset"] : e["offset"] + e["length"]] for e in pre
+            )  # ASCII text: UTF-16 offsets equal str offsets here
+            assert all(line in covered for line in code_here)
+    ring = await _ring_once_written(bot)
+    assert len(ring) == 1
+    assert ring[0].assistant_summary.startswith("Hier ist das Skript:")
+
+
+async def test_flood_control_while_streaming_still_delivers_everything(
+    fake: FakeTelegram, launch: Launch, bot: TestBot
+) -> None:
+    await launch(engine=bot.engine, edit_interval=0.0)
+    fake.fail_next("editMessageText", count=2, retry_after=1)
+    fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
+    await fake.wait_for(
+        lambda: any("Danach läuft alles." in t for t in fake.bot_texts(int(ALICE))), within=15
+    )
+    shown = "\n".join(fake.bot_texts(int(ALICE)))
+    assert all(shown.count(line) == 1 for line in CODE_LINES)
+
+
+async def test_group_without_mention_never_reaches_the_engine(
+    fake: FakeTelegram, launch: Launch, bot: TestBot
+) -> None:
+    await launch(engine=bot.engine)
+    fake.push_text(-100, int(ALICE), "Nur unter uns", chat_type="supergroup")
+    fake.push_text(-100, int(ALICE), "@bridge_bot Hallo", chat_type="supergroup")
+    await fake.wait_for(lambda: bool(fake.bot_texts(-100)), within=10)
+    assert [p.messages[-1].content for p in bot.provider.prompts] == ["Hallo"]
+    ring = await _ring_once_written(bot)
+    assert [e.scope for e in ring] == ["telegram:-100"]
