@@ -11,7 +11,10 @@ from typing import Any
 
 FIRST = "Check wo das Chemitek-Paket bleibt"
 SECOND = "Soll Mittwoch kommen"
-TRACKING = "UPS Tracking 1Z999AA10123456784 — Status: In Transit.\nVoraussichtliche Zustellung: Mittwoch, 09.04."
+TRACKING = (
+    "UPS Tracking 1Z999AA10123456784 — Status: In Transit.\n"
+    "Voraussichtliche Zustellung: Mittwoch, 09.04."
+)
 UNDERSTOOD = "Genau: Das Chemitek-Paket (1Z999AA10123456784) soll am Mittwoch, 09.04., kommen."
 CONFUSED = "Ich bin mir nicht sicher, worauf du dich beziehst. Kannst du mir mehr Kontext geben?"
 
