@@ -38,6 +38,11 @@ class TelegramConfig(Section):
     edit_interval: Duration = 1.0
     """Minimum gap between streamed message edits per chat; Telegram rate-limits edits."""
 
+    @property
+    def official_api(self) -> bool:
+        """True when `base_url` is Telegram's own Bot API server."""
+        return self.base_url.startswith("https://api.telegram.org/")
+
     @model_validator(mode="after")
     def _check(self) -> TelegramConfig:
         issues: list[tuple[Loc, str]] = []
@@ -46,7 +51,8 @@ class TelegramConfig(Section):
         if self.enabled and self.mode == "webhook":
             if not self.webhook_url:
                 issues.append((("webhook_url",), "required in webhook mode"))
-            elif not self.webhook_url.startswith("https://"):
+            elif self.official_api and not self.webhook_url.startswith("https://"):
+                # A self-hosted Bot API server may post to plain http; Telegram's won't.
                 issues.append((("webhook_url",), "Telegram only posts to https:// URLs"))
             secret = self.webhook_secret
             if secret is None:

@@ -199,3 +199,21 @@ def test_merge_key_lines_point_at_the_explicit_key(tmp_path: Path) -> None:
     assert render(err) == [
         "FILE:7: providers.b.timeout: expected a duration like 90s, 30m or 24h, not 'never'"
     ]
+
+
+def test_a_self_hosted_bot_api_may_use_a_plain_http_webhook(tmp_path: Path) -> None:
+    cfg = load_ok(
+        tmp_path,
+        """
+        platforms:
+          telegram:
+            enabled: true
+            token: "1:abc"
+            base_url: http://127.0.0.1:8081/bot
+            mode: webhook
+            webhook_url: http://127.0.0.1:8080/telegram/webhook
+            webhook_secret: s3cret
+        """,
+    )
+    assert cfg.platforms.telegram.webhook_url.startswith("http://")
+    assert not cfg.platforms.telegram.official_api

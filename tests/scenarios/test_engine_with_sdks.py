@@ -54,9 +54,7 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("kind", sorted(FAKES))
-async def test_usage_from_the_sdk_is_counted_and_shown_in_status(
-    kind: str, tmp_path: Path
-) -> None:
+async def test_usage_from_the_sdk_is_counted_and_shown_in_status(kind: str, tmp_path: Path) -> None:
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="Hallo!", usage=(120, 7)))
         provider = _provider(kind, fake)

@@ -1,0 +1,114 @@
+"""`chatbridge run` as an admin meets it: start-up errors, webhooks, graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from pathlib import Path
+
+from tests.support.cli import CHATBRIDGE, clean_env, run_cli
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.sse import Reply
+
+ALICE = 579304651
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int, extra: str = "") -> str:
+    return f"""
+engine:
+  shutdown_grace: 10s
+providers:
+  main:
+    type: openai
+    model: gpt-test
+    api_key: sk-test
+    base_url: {openai.base_url}
+platforms:
+  telegram:
+    enabled: true
+    base_url: {telegram.base_url}
+{extra}
+access:
+  allow: [telegram:{ALICE}]
+server:
+  port: {port}
+"""
+
+
+async def _start(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *CHATBRIDGE, "run", cwd=tmp_path, env=clean_env(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def test_run_without_any_platform_says_so(tmp_path: Path) -> None:
+    result = await run_cli("run", cwd=tmp_path)
+    assert result.code == 2
+    assert "no platform is enabled" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_a_rejected_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        env = {"TELEGRAM_BOT_TOKEN": "123:this-token-is-wrong"}
+        result = await run_cli("run", cwd=tmp_path, env=env)
+    output = result.stdout + result.stderr
+    assert result.code == 1
+    assert "telegram could not start" in output
+    assert "this-token-is-wrong" not in output
+    assert "Traceback" not in output
+
+
+async def test_sigterm_lets_the_reply_in_flight_finish(tmp_path: Path) -> None:
+    answer = "Das Chemitek-Paket kommt am Mittwoch. " * 8
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        openai.script(Reply(text=answer, chunk_chars=20, chunk_delay=0.1))
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
+        telegram.push_text(ALICE, ALICE, "Wann kommt das Paket?")
+        await telegram.wait_for(lambda: openai.open_streams == 1, within=30)
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+        transcript = telegram.bot_texts(ALICE)
+
+    assert process.returncode == 0, err.decode()
+    assert transcript == [answer.strip()], "the answer in flight was cut off"
+    env = {"TELEGRAM_BOT_TOKEN": "x"}  # the config names it, even for `memory show`
+    show = await run_cli("memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env)
+    assert "Wann kommt das Paket?" in show.stdout, "the finished exchange was not stored"
+
+
+async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/telegram/webhook"
+    extra = f"    mode: webhook\n    webhook_url: {url}\n    webhook_secret: s3cret-Token\n"
+    async with FakeTelegram() as telegram, FakeOpenAI(default_text="Hallo zurück") as openai:
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, port, extra))
+        process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
+        try:
+            await telegram.wait_for(lambda: bool(telegram.webhook), within=30)
+            forged = telegram.make_update(ALICE, ALICE, "gefälscht")
+            assert await telegram.post_webhook(url, forged, secret="wrong") == 403
+            assert await telegram.post_webhook(url, forged, secret=None) == 403
+            update = telegram.make_update(ALICE, ALICE, "Hallo")
+            assert await telegram.post_webhook(url, update, secret="s3cret-Token") == 200
+            assert await telegram.post_webhook(url, update, secret="s3cret-Token") == 200
+            await telegram.wait_for(lambda: "Hallo zurück" in telegram.bot_texts(ALICE))
+            await asyncio.sleep(0.3)  # a second answer to the redelivery would show by now
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 0, err.decode()
+    assert telegram.webhook["url"] == url
+    assert telegram.bot_texts(ALICE) == ["Hallo zurück"], "redelivery answered twice"
+    assert [r.body["messages"][-1]["content"] for r in openai.requests] == ["Hallo"]
