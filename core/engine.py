@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
+from typing import Any
 
 from core.access import AccessPolicy
 from core.clock import Clock, SystemClock
 from core.commands import CommandRunner, parse_command
 from core.delivery import StreamingReply, send_text
 from core.memory import build_bridge, cut_summary, cut_text, neutralise, scope_of, visible_entries
+from core.metrics import Metrics
 from core.models import Exchange, IncomingMessage, MemoryEntry, Session, Turn, Usage
 from core.ordering import KeyedLocks, RecentEvents
 from core.sessions import append_turns
@@ -59,16 +62,18 @@ class Engine:
         provider: Provider,
         access: AccessPolicy | None = None,
         clock: Clock | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.provider = provider
         self.access = access or AccessPolicy()
         self.clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
         self.commands: list[tuple[str, str]] = list(COMMANDS)
         self.locks = KeyedLocks()
         self._recent = RecentEvents()
-        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._inflight: dict[str, asyncio.Task[str]] = {}
         self._command_runner = CommandRunner(self)
 
     async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
@@ -77,22 +82,31 @@ class Engine:
         Never raises for provider or delivery failures: the user gets a
         notice and the log gets the reason.
         """
+        started = time.monotonic()
+        platform = message.conversation.platform
+        outcome = await self._dispatch(message, outbox)
+        self.metrics.count(platform, outcome)
+        if outcome == "answered":
+            self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)
+
+    async def _dispatch(self, message: IncomingMessage, outbox: Outbox) -> str:
+        """Route one message; returns its outcome (a `core.metrics.OUTCOMES` name)."""
         conversation = message.conversation
         now = self.clock.now()
         if message.event_id and not self._recent.first_time(message.event_id, now):
             log.info("dropped redelivered event %s", message.event_id)
-            return
+            return "duplicate"
         if not self.access.allowed(conversation):
             log.info("denied %s in %s", conversation.user_id, conversation.chat_id)
             await send_text(outbox, self.say("denied", user_id=conversation.user_id))
-            return
+            return "denied"
         command = parse_command(message.text)
         if command is not None:
             await self._command_runner.run(command, message, outbox)
-            return
+            return "command"
         if self.settings.cancel_on_new_message:
             self.cancel(conversation.key)
-        await self._run_exclusive(conversation.key, self._answer(message, outbox))
+        return await self._run_exclusive(conversation.key, self._answer(message, outbox))
 
     def cancel(self, key: str) -> None:
         """Stop the reply in flight for a conversation (its HTTP stream closes)."""
@@ -111,18 +125,19 @@ class Engine:
         if pending:
             await asyncio.wait(pending, timeout=2.0)
 
-    async def _run_exclusive(self, key: str, work: object) -> None:
+    async def _run_exclusive(self, key: str, work: Coroutine[Any, Any, str]) -> str:
         async with self.locks.hold(key):
-            task: asyncio.Task[None] = asyncio.create_task(work)  # type: ignore[arg-type]
+            task = asyncio.create_task(work)
             self._inflight[key] = task
             try:
-                await task
+                return await task
             except asyncio.CancelledError:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     task.cancel()
                     raise
                 log.info("reply in %s cancelled", key)  # superseded, /new or shutdown
+                return "cancelled"
             finally:
                 if self._inflight.get(key) is task:
                     del self._inflight[key]
@@ -154,7 +169,7 @@ class Engine:
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
         return fresh, content
 
-    async def _answer(self, message: IncomingMessage, outbox: Outbox) -> None:
+    async def _answer(self, message: IncomingMessage, outbox: Outbox) -> str:
         now = self.clock.now()
         session, content = await self._open_turn(message, now)
         prompt = Prompt(
@@ -167,18 +182,21 @@ class Engine:
                 usage = await self._stream(prompt, reply, outbox)
             except ProviderError as exc:
                 await self._report_failure(exc, reply)
-                return
+                return "failed"
             answer = reply.text.strip()
             if not answer:
                 await reply.finish(self.say("empty_answer"))
-                return
+                return "failed"
             await reply.finish()
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", message.conversation.chat_id, exc)
-            return
+            return "undelivered"
         finally:
             await reply.aclose()
+        self.metrics.tokens.labels(direction="input").inc(usage.input_tokens)
+        self.metrics.tokens.labels(direction="output").inc(usage.output_tokens)
         await self._remember(message, session, content, answer, usage, now)
+        return "answered"
 
     async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
         usage = Usage()
@@ -202,7 +220,7 @@ class Engine:
             log.warning("failure notice not delivered: %s", delivery_exc)
 
     def _chain_names(self) -> str:
-        """"main, backup" for a fallback chain; the provider's name otherwise."""
+        """ "main, backup" for a fallback chain; the provider's name otherwise."""
         chain = getattr(self.provider, "providers", None) or [self.provider]
         return ", ".join(provider.name for provider in chain)
 

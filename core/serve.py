@@ -16,6 +16,7 @@ from aiohttp import web
 from config import ChatbridgeConfig
 from core.app import engine_from_config
 from core.engine import Engine
+from core.metrics import CONTENT_TYPE_LATEST
 from platforms.base import Platform
 
 __all__ = ["serve"]
@@ -48,7 +49,13 @@ def _health_app(engine: Engine) -> web.Application:
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(
+            body=engine.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     return app
 
 

@@ -7,6 +7,8 @@ import signal
 import socket
 from pathlib import Path
 
+import aiohttp
+
 from tests.support.cli import CHATBRIDGE, clean_env, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -105,10 +107,18 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
             assert await telegram.post_webhook(url, update, secret="s3cret-Token") == 200
             await telegram.wait_for(lambda: "Hallo zurück" in telegram.bot_texts(ALICE))
             await asyncio.sleep(0.3)  # a second answer to the redelivery would show by now
+            base = f"http://127.0.0.1:{port}"
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"{base}/healthz") as response:
+                    assert response.status == 200
+                async with http.get(f"{base}/metrics") as response:
+                    metrics = await response.text()
         finally:
             process.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(process.communicate(), 20)
     assert process.returncode == 0, err.decode()
     assert telegram.webhook["url"] == url
     assert telegram.bot_texts(ALICE) == ["Hallo zurück"], "redelivery answered twice"
+    assert 'chatbridge_messages_total{outcome="answered",platform="telegram"} 1.0' in metrics
+    assert 'outcome="duplicate",platform="telegram"} 1.0' in metrics
     assert [r.body["messages"][-1]["content"] for r in openai.requests] == ["Hallo"]

@@ -59,7 +59,11 @@ async def test_ring_is_oldest_first_trimmed_and_filtered(backend: str, path: Pat
         await store.commit_exchange(exchange(f"m{i}", ts=float(i)))
 
     assert [e.user_message for e in await store.ring("telegram:1", since=0)] == [
-        "m4", "m5", "m6", "m7", "m8",
+        "m4",
+        "m5",
+        "m6",
+        "m7",
+        "m8",
     ]
     assert [e.timestamp for e in await store.ring("telegram:1", since=6.0)] == [7.0, 8.0]
     assert await store.ring("telegram:1", since=8.0) == []

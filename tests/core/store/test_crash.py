@@ -21,8 +21,14 @@ ACKS_BEFORE_KILL = {"sqlite": 300, "json": 100}
 async def _run_and_kill(backend: str, path: Path) -> int:
     """Start the child, kill it after some acks; return the last ack it printed."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.core.store.crash_child", backend, str(path),
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "tests.core.store.crash_child",
+        backend,
+        str(path),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     assert proc.stderr is not None

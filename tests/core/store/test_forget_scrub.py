@@ -36,6 +36,8 @@ async def test_forget_leaves_no_readable_text(backend: str, path: Path) -> None:
     again = await opened(backend, path, max_entries=3)
     assert await again.ring("telegram:1", since=-1) == []
     assert [e.user_message for e in await again.ring("discord:2", since=-1)] == [
-        f"{KEPT} #3", f"{KEPT} #4", f"{KEPT} #5",
+        f"{KEPT} #3",
+        f"{KEPT} #4",
+        f"{KEPT} #5",
     ]
     await again.aclose()

@@ -72,7 +72,10 @@ async def test_unknown_owner_is_kept_but_never_shown(tmp_path: Path) -> None:
     await store.commit_exchange(exchange("x"))
     kept = json.loads(path.read_text(encoding="utf-8"))
     assert [(e["session_name"], e["user"]) for e in kept[:4]] == [
-        ("default", ""), ("Telegram_1", ""), ("telegram_", ""), ("_123", ""),
+        ("default", ""),
+        ("Telegram_1", ""),
+        ("telegram_", ""),
+        ("_123", ""),
     ]  # not silently dropped: an operator can still move them by hand
 
 
@@ -103,6 +106,7 @@ async def test_commit_point_is_the_state_file(tmp_path: Path) -> None:
 
     again = await _open(path)
     assert [e.user_message for e in await again.ring("telegram:1", since=0)] == [
-        "first", "second",
+        "first",
+        "second",
     ]
     assert [e["user_message"] for e in json.loads(path.read_bytes())] == ["first", "second"]
