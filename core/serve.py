@@ -36,7 +36,14 @@ def build_platforms(
     if telegram.enabled:
         from platforms.telegram import TelegramPlatform
 
-        platforms.append(TelegramPlatform(config=telegram, engine=engine, server=server))
+        platforms.append(
+            TelegramPlatform(
+                config=telegram,
+                engine=engine,
+                server=server,
+                drain_timeout=config.engine.shutdown_grace,
+            )
+        )
     for name in ("discord", "slack"):
         if getattr(config.platforms, name).enabled:
             log.warning("platforms.%s is enabled but not available in this build; skipped", name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import TextIO
 
 from core.models import ChatKind, Conversation, IncomingMessage
@@ -56,14 +57,33 @@ class ConsolePlatform:
         self._outbox = ConsoleOutbox(stdout)
 
     async def run(self) -> None:
-        while True:
-            line = await asyncio.to_thread(self._stdin.readline)
-            if not line:
-                return
+        lines = self._read_lines_in_background()
+        while (line := await lines.get()) is not None:
             text = line.strip()
             if text:
                 message = IncomingMessage(conversation=self._conversation, text=text)
                 await self._engine.handle(message, self._outbox)  # type: ignore[attr-defined]
+
+    def _read_lines_in_background(self) -> asyncio.Queue[str | None]:
+        """stdin lines, then None at EOF.
+
+        A daemon thread, not `asyncio.to_thread`: a thread blocked in
+        `readline` must not keep Ctrl-C from ending the program, and the
+        default executor is joined at shutdown.
+        """
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def pump() -> None:
+            try:
+                for line in iter(self._stdin.readline, ""):
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                loop.call_soon_threadsafe(lines.put_nowait, None)
+            except RuntimeError:
+                return  # the loop closed (Ctrl-C) while a line was arriving
+
+        threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+        return lines
 
 
 def default_streams() -> tuple[TextIO, TextIO]:

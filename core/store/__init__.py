@@ -6,9 +6,18 @@ from pathlib import Path
 
 from core.store.base import Store, StoreCorrupt, StoreError
 from core.store.json_file import JsonStore
+from core.store.redis_store import RedisStore
 from core.store.sqlite import SqliteStore
 
-__all__ = ["JsonStore", "SqliteStore", "Store", "StoreCorrupt", "StoreError", "open_store"]
+__all__ = [
+    "JsonStore",
+    "RedisStore",
+    "SqliteStore",
+    "Store",
+    "StoreCorrupt",
+    "StoreError",
+    "open_store",
+]
 
 
 async def open_store(*, backend: str, path: Path, url: str, max_entries: int) -> Store:
@@ -16,14 +25,14 @@ async def open_store(*, backend: str, path: Path, url: str, max_entries: int) ->
 
     `path` is used by "sqlite" and "json", `url` only by "redis".
     """
-    store: SqliteStore | JsonStore
+    store: SqliteStore | JsonStore | RedisStore
     if backend == "sqlite":
         store = SqliteStore(path, max_entries=max_entries)
     elif backend == "json":
         store = JsonStore(path, max_entries=max_entries)
     elif backend == "redis":
-        raise StoreError("the redis backend is not available in this build; use sqlite or json")
+        store = RedisStore(url, max_entries=max_entries)
     else:
-        raise StoreError(f"unknown store backend {backend!r}; use sqlite or json")
+        raise StoreError(f"unknown store backend {backend!r}; use sqlite, json or redis")
     await store.open()
     return store

@@ -78,9 +78,11 @@ def populate_sqlite(path: Path, users: int) -> None:
     db.executemany("INSERT INTO ring(timestamp, user_message, assistant_summary, session_name,"
                    " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
                    [tuple(e.values()) for e in ring])
-    db.executemany("INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
-                   [(k, s["user"], s["started_at"], s["last_active"],
-                     json.dumps(s["turns"], ensure_ascii=False)) for k, s in sessions.items()])
+    db.executemany("INSERT INTO sessions VALUES (?, ?, ?, ?)",
+                   [(k, s["user"], s["started_at"], s["last_active"])
+                    for k, s in sessions.items()])
+    db.executemany("INSERT INTO turns(key, role, content) VALUES (?, ?, ?)",
+                   [(k, t["role"], t["content"]) for k, s in sessions.items() for t in s["turns"]])
     db.executemany("INSERT INTO usage VALUES (?, ?, 240, 160)", [(u, DAY) for u in usage])
     db.execute("COMMIT")
     db.close()

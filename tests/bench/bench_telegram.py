@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
+import math
 import os
 import platform
 import re
@@ -40,6 +43,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
+import openai
+import telegram as ptb
 from aiohttp import web
 from pydantic import SecretStr
 
@@ -59,9 +64,9 @@ FIRST_USER = 700_000_000
 WARMUP = 1  # messages per chat before the clock starts (connections, sessions)
 ANSWER_TIMEOUT = 30.0
 TAG = re.compile(r"#c(\d+)m(\d+)")
-# (concurrent chats, messages per chat) with the limiter on / off
-PLAN_ON = ((1, 40), (10, 10), (50, 5))
-PLAN_OFF = ((1, 200), (10, 40), (50, 10))
+PER_CHAT = 8  # every chat's session ends at the same length in every row
+# (concurrent chats, chats in all): 8 chats one after another, 20 in two waves, 50 at once
+PLAN = ((1, 8), (10, 20), (50, 50))
 METHODS = ("sendChatAction", "sendMessage", "editMessageText", "getUpdates")
 
 T = TypeVar("T")
@@ -119,9 +124,10 @@ class TimedOpenAI(FakeOpenAI):
         try:
             return await super()._handle(request)
         finally:
-            key = tag_of(str((await request.json())["messages"][-1]["content"]))
-            if key is not None:
-                self.entered[key] = entered
+            with contextlib.suppress(Exception):  # the body was read (and cached) above
+                key = tag_of(str((await request.json())["messages"][-1]["content"]))
+                if key is not None:
+                    self.entered[key] = entered
 
     def server_seconds(self) -> dict[Key, float]:
         out = {}
@@ -151,6 +157,7 @@ class Outside:
     """Where the fakes and the driver run: a loop in a daemon thread, or the caller's."""
 
     def __init__(self, *, same_loop: bool) -> None:
+        self.same_loop = same_loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         if not same_loop:
@@ -177,18 +184,32 @@ class Driven:
     update_ids: dict[Key, int]
     wall: float
     calls: Counter[str]
+    cpu: dict[str, float]  # CPU seconds in the measured phase: bot, fakes, process
 
 
-async def drive(telegram: TimedTelegram, chats: int, per_chat: int) -> Driven:
-    """Each chat sends `WARMUP + per_chat` messages, each after the previous answer."""
+def cpu_now(bot_clock: int | None) -> dict[str, float]:
+    """CPU seconds so far: the bot's thread, this (the outside) thread, the process."""
+    bot = time.clock_gettime(bot_clock) if bot_clock is not None else math.nan
+    return {"bot": bot, "fakes": time.thread_time(), "process": time.process_time()}
+
+
+async def drive(
+    telegram: TimedTelegram, concurrency: int, chats: int, per_chat: int, bot_clock: int | None
+) -> Driven:
+    """`concurrency` users at a time; each chat sends `per_chat` messages in turn.
+
+    Chats `chats .. chats + concurrency - 1` only warm up (connections, first
+    calls) before the clock starts; their messages are not measured.
+    """
     pushed: dict[Key, float] = {}
     visible: dict[Key, float] = {}
     update_ids: dict[Key, int] = {}
     loop = asyncio.get_running_loop()
+    todo = list(range(chats))
 
-    async def converse(chat: int, first: int, count: int) -> None:
+    async def converse(chat: int, count: int) -> None:
         user = FIRST_USER + chat
-        for index in range(first, first + count):
+        for index in range(count):
             key = (chat, index)
             done: asyncio.Future[float] = loop.create_future()
             telegram.waiters[user] = (len(telegram.bot_texts(user)) + 1, done)
@@ -196,13 +217,21 @@ async def drive(telegram: TimedTelegram, chats: int, per_chat: int) -> Driven:
             update_ids[key] = telegram.push_text(user, user, f"Wo ist mein Paket? #c{chat}m{index}")
             visible[key] = await asyncio.wait_for(done, ANSWER_TIMEOUT)
 
-    await asyncio.gather(*(converse(chat, 0, WARMUP) for chat in range(chats)))
+    async def user() -> None:
+        while todo:
+            await converse(todo.pop(0), per_chat)
+
+    await asyncio.gather(*(converse(chats + w, WARMUP) for w in range(concurrency)))
     calls_before = len(telegram.calls)
+    cpu = cpu_now(bot_clock)
     wall = time.perf_counter()
-    await asyncio.gather(*(converse(chat, WARMUP, per_chat) for chat in range(chats)))
+    await asyncio.gather(*(user() for _ in range(concurrency)))
     wall = time.perf_counter() - wall
+    cpu = {k: v - cpu[k] for k, v in cpu_now(bot_clock).items()}
     calls = Counter(call.method for call in telegram.calls[calls_before:])
-    return Driven(pushed, visible, update_ids, wall, calls)
+    for key in [k for k in pushed if k[0] >= chats]:
+        del pushed[key], visible[key], update_ids[key]
+    return Driven(pushed, visible, update_ids, wall, calls, cpu)
 
 
 async def open_fakes() -> tuple[TimedTelegram, TimedOpenAI]:
@@ -229,7 +258,7 @@ def telegram_config(telegram: FakeTelegram) -> SimpleNamespace:
 
 
 async def scenario(
-    outside: Outside, chats: int, per_chat: int, *, limiter: bool, db: Path
+    outside: Outside, concurrency: int, chats: int, per_chat: int, *, limiter: bool, db: Path
 ) -> dict[str, Any]:
     telegram, llm = await outside.run(open_fakes())
     store = SqliteStore(db, max_entries=20)
@@ -238,60 +267,59 @@ async def scenario(
         "main", model="m", api_key="k", base_url=llm.base_url,
         timeout=10.0, max_retries=0, max_tokens=256,
     )  # fmt: skip
-    allow = [f"telegram:{FIRST_USER + chat}" for chat in range(chats)]
+    allow = [f"telegram:{FIRST_USER + chat}" for chat in range(chats + concurrency)]
     engine = TimedEngine(
         Engine(EngineSettings(), store=store, provider=provider, access=AccessPolicy(allow=allow))
     )
     bot = TelegramPlatform(config=telegram_config(telegram), engine=engine)
     if not limiter:
         bot._app.bot._rate_limiter = None  # diagnostic only: what the pacing costs
+    bot_clock = None if outside.same_loop else time.pthread_getcpuclockid(threading.get_ident())
     try:
         await bot.start()
-        driven = await outside.run(drive(telegram, chats, per_chat))
+        driven = await outside.run(drive(telegram, concurrency, chats, per_chat, bot_clock))
     finally:
         await bot.aclose()
         await provider.aclose()
         await store.aclose()
         await outside.run(close_fakes(telegram, llm))
-    return summarize(driven, telegram, llm, engine, chats, per_chat)
-
-
-def summarize(
-    driven: Driven,
-    telegram: TimedTelegram,
-    llm: TimedOpenAI,
-    engine: TimedEngine,
-    chats: int,
-    per_chat: int,
-) -> dict[str, Any]:
-    server = llm.server_seconds()
-    keys = [key for key in driven.visible if key[1] >= WARMUP]
-    total = [driven.visible[k] - driven.pushed[k] for k in keys]
-    fake_llm = [server[k] for k in keys]
-    added = [t - s for t, s in zip(total, fake_llm, strict=True)]
-    inbound = [engine.handled[k] - driven.pushed[k] for k in keys]
-    pickup = [telegram.served_at[driven.update_ids[k]] - driven.pushed[k] for k in keys]
-    to_llm = [llm.entered[k] - engine.handled[k] for k in keys]
-    out = [driven.visible[k] - llm.entered[k] - server[k] for k in keys]
-    per_message = {m: driven.calls[m] / len(keys) for m in METHODS}
-    return {
+    return summarize(driven, telegram, llm, engine) | {
+        "concurrency": concurrency,
         "chats": chats,
-        "messages": len(keys),
         "per_chat": per_chat,
-        "msgs_per_s": len(keys) / driven.wall,
-        "total": total,
-        "fake_llm": fake_llm,
-        "added": added,
-        "inbound": inbound,
-        "pickup": pickup,
-        "to_llm": to_llm,
-        "out": out,
-        "calls": per_message,
+        "limiter": "on" if limiter else "off",
     }
 
 
-def pct(values: list[float], q: int) -> float:
-    """The q-th percentile in ms."""
+def summarize(
+    driven: Driven, telegram: TimedTelegram, llm: TimedOpenAI, engine: TimedEngine
+) -> dict[str, Any]:
+    server = llm.server_seconds()
+    keys = sorted(driven.visible)
+    total = [driven.visible[k] - driven.pushed[k] for k in keys]
+    added = [t - server[k] for t, k in zip(total, keys, strict=True)]
+    count = len(keys)
+    return {
+        "messages": count,
+        "msgs_per_s": count / driven.wall,
+        "total": total,
+        "fake_llm": [server[k] for k in keys],
+        "added": added,
+        "by_position": {
+            index: [a for a, k in zip(added, keys, strict=True) if k[1] == index]
+            for index in sorted({k[1] for k in keys})
+        },
+        "pickup": [telegram.served_at[driven.update_ids[k]] - driven.pushed[k] for k in keys],
+        "inbound": [engine.handled[k] - driven.pushed[k] for k in keys],
+        "to_llm": [llm.entered[k] - engine.handled[k] for k in keys],
+        "out": [driven.visible[k] - llm.entered[k] - server[k] for k in keys],
+        "calls": {m: driven.calls[m] / count for m in METHODS},
+        "cpu": {k: v / count * 1000 for k, v in driven.cpu.items()},
+    }
+
+
+def ms(values: list[float], q: int = 50) -> float:
+    """The q-th percentile of `values` (seconds), in ms."""
     if len(values) == 1:
         return values[0] * 1000
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000
@@ -301,52 +329,95 @@ async def run(scale: float, same_loop: bool) -> list[dict[str, Any]]:
     outside = Outside(same_loop=same_loop)
     results = []
     try:
-        for limiter, plan in ((True, PLAN_ON), (False, PLAN_OFF)):
-            for chats, per_chat in plan:
+        for limiter in (True, False):
+            for concurrency, planned in PLAN:
+                chats = max(concurrency, round(planned * scale))
                 with tempfile.TemporaryDirectory() as tmp:
-                    result = await scenario(
-                        outside, chats, max(2, round(per_chat * scale)),
-                        limiter=limiter, db=Path(tmp) / "bench.db",
-                    )  # fmt: skip
-                result["limiter"] = "on" if limiter else "off"
-                results.append(result)
+                    db = Path(tmp) / "bench.db"
+                    row = await scenario(
+                        outside, concurrency, chats, PER_CHAT, limiter=limiter, db=db
+                    )
+                results.append(row)
     finally:
         outside.close()
     return results
 
 
+def print_tables(results: list[dict[str, Any]]) -> None:
+    print(
+        "| concurrent chats | PTB rate limiter | msgs | msgs/s | p50 e2e ms | p99 e2e ms "
+        "| p50 fake LLM ms | p50 added ms | p99 added ms |"
+    )
+    print("|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r['concurrency']} | {r['limiter']} | {r['messages']} | {r['msgs_per_s']:.1f} "
+            f"| {ms(r['total']):.1f} | {ms(r['total'], 99):.1f} | {ms(r['fake_llm']):.1f} "
+            f"| {ms(r['added']):.1f} | {ms(r['added'], 99):.1f} |"
+        )
+    print(
+        "\nWhere it goes (p50 ms per message; CPU ms per message: bot thread / fakes thread "
+        "/ whole process; Bot API calls per message):\n"
+    )
+    print(
+        "| concurrent chats | PTB rate limiter | push→getUpdates answer | push→engine.handle "
+        "| engine→LLM request | LLM done→text visible | CPU bot / fakes / all "
+        "| chatAction + send + edit | getUpdates |"
+    )
+    print("|---:|:---:|---:|---:|---:|---:|:---|:---|---:|")
+    for r in results:
+        c, cpu = r["calls"], r["cpu"]
+        print(
+            f"| {r['concurrency']} | {r['limiter']} | {ms(r['pickup']):.1f} "
+            f"| {ms(r['inbound']):.1f} | {ms(r['to_llm']):.1f} | {ms(r['out']):.1f} "
+            f"| {cpu['bot']:.1f} / {cpu['fakes']:.1f} / {cpu['process']:.1f} "
+            f"| {c['sendChatAction']:.2f} + {c['sendMessage']:.2f} + {c['editMessageText']:.2f} "
+            f"| {c['getUpdates']:.2f} |"
+        )
+    solo = next(r for r in results if r["concurrency"] == 1 and r["limiter"] == "off")
+    positions = solo["by_position"]
+    print(
+        "\np50 added ms by position in the chat (1 chat, limiter off; "
+        "message n carries 2n-1 prior turns):\n"
+    )
+    print("| " + " | ".join(f"#{i + 1}" for i in positions) + " |")
+    print("|" + "---:|" * len(positions))
+    print("| " + " | ".join(f"{ms(v):.1f}" for v in positions.values()) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiplies messages per chat")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies chats per row")
     parser.add_argument("--same-loop", action="store_true", help="fakes on the bot's loop")
     args = parser.parse_args()
+    # A typing action cancelled mid-request makes the fake log a reset connection.
+    resets = ResetCounter()
+    server_log = logging.getLogger("aiohttp.server")
+    server_log.addHandler(resets)
+    server_log.propagate = False
     started = time.perf_counter()
     results = asyncio.run(run(args.scale, args.same_loop))
-    layout = "one loop" if args.same_loop else "fakes on their own loop in a thread"
+    layout = "one event loop" if args.same_loop else "fakes + driver on a second loop/thread"
     print(
-        f"# Telegram -> PTB -> engine -> openai SDK -> fake ({layout}) — "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+        f"# FakeTelegram -> PTB {ptb.__version__} -> engine -> openai {openai.__version__} "
+        f"-> FakeOpenAI ({layout})\n"
     )
+    print_tables(results)
     print(
-        "| chats | PTB rate limiter | msgs | msgs/s | p50 e2e ms | p99 e2e ms "
-        "| p50 fake LLM ms | p50 added ms | p99 added ms "
-        "| p50 push→engine ms | p50 engine→LLM ms | p50 LLM end→visible ms "
-        "| Bot API calls/msg (action+send+edit, getUpdates) |"
+        f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]} ({platform.system()}); "
+        f"{resets.count} requests reset by the client; "
+        f"total runtime {time.perf_counter() - started:.0f} s"
     )
-    print("|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
-    for r in results:
-        c = r["calls"]
-        print(
-            f"| {r['chats']} | {r['limiter']} | {r['messages']} | {r['msgs_per_s']:.1f} "
-            f"| {pct(r['total'], 50):.1f} | {pct(r['total'], 99):.1f} "
-            f"| {pct(r['fake_llm'], 50):.1f} "
-            f"| {pct(r['added'], 50):.1f} | {pct(r['added'], 99):.1f} "
-            f"| {pct(r['inbound'], 50):.1f} | {pct(r['to_llm'], 50):.1f} "
-            f"| {pct(r['out'], 50):.1f} "
-            f"| {c['sendChatAction']:.2f}+{c['sendMessage']:.2f}+{c['editMessageText']:.2f}, "
-            f"{c['getUpdates']:.2f} |"
-        )
-    print(f"\n(total runtime {time.perf_counter() - started:.0f} s)")
+
+
+class ResetCounter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ expires, and the next prompt must carry the earlier exchange in a
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 
 from tests.support.cli import ChatSession
@@ -48,3 +49,13 @@ async def test_inside_the_ttl_the_session_just_continues(tmp_path: Path) -> None
     assert code == 0
     assert "<conversation_history>" not in chat.transcript
     assert not chat.transcript.startswith("chatbridge chat")
+
+
+async def test_ctrl_c_ends_chat_at_once_without_a_traceback(tmp_path: Path) -> None:
+    chat = await ChatSession.start("--quiet", cwd=tmp_path)
+    await chat.send("Hallo")
+    await chat.read_until("Hallo")
+    chat.process.send_signal(signal.SIGINT)  # stdin stays open, as at a terminal
+    _, stderr = await asyncio.wait_for(chat.process.communicate(), 5)
+    assert chat.process.returncode == 0
+    assert "Traceback" not in stderr.decode()

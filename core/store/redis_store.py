@@ -1,0 +1,468 @@
+"""The Redis store: lets several bot processes share sessions, rings and usage.
+
+Data layout (``P`` is the constructor's `prefix`, "chatbridge:" by default).
+Every key is ``P`` + a fixed tag + exactly one variable part, so user IDs and
+session keys may contain ':' (``telegram:579304651``,
+``telegram:579304651::579304651``) without two keys ever colliding::
+
+    P ring:{user}            LIST   the memory ring, JSON entries oldest first
+                                    (RPUSH, then LTRIM -max_entries -1)
+    P session:{key}          HASH   user, started_at, last_active of a session
+    P turns:{key}            LIST   its turns as JSON {"role", "content"}, oldest
+                                    first (RPUSH the new ones, LTRIM to the
+                                    newest len(session.turns))
+    P user-sessions:{user}   SET    keys of the sessions `user` owns, so `forget`
+                                    finds them (may hold stale keys; see below)
+    P usage:{day}:{user}     HASH   input_tokens, output_tokens (HINCRBY); ':'
+                                    and '%' in `day` are %-escaped, so the
+                                    first ':' after the day ends it
+    P user-days:{user}       SET    the days that have a usage key for `user`
+
+Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
+refreshes the expiry of the keys it touches: rings, sessions, turns and
+user-sessions get `ttl` (7 days by default), usage keys 8 days (only today's
+count is ever read), user-days the longer of the two so it outlives every key
+it lists. A user who stays away longer than that is gone without `forget`.
+
+Atomicity: `commit_exchange`, `save_session` and `forget` are one MULTI/EXEC
+transaction each. Redis does not roll a transaction back when one command in
+it fails (e.g. RPUSH onto somebody's string), so each write first WATCHes its
+keys, checks that each is absent or of the type above (and that the usage
+counters are integers), and only then runs MULTI/EXEC; a key changed in
+between aborts the EXEC and the write is retried. A foreign value raises
+`StoreCorrupt` naming the key and nothing is written.
+
+Ownership: a session key can change owner (`save_session` with another
+`user`), and `save_session(None)` does not read the owner, so user-sessions
+may list keys the user no longer owns. `forget` reads each listed session's
+owner under WATCH and erases only the user's own; stale entries disappear with
+the set.
+
+Privacy: `forget` DELetes every key above for the user. Whether the text then
+lingers in an RDB snapshot or AOF file until the next rewrite is the server's
+persistence configuration, not ours.
+
+Errors: a server that cannot be reached raises `StoreError` naming the URL;
+a password in the URL (``redis://user:pw@host`` or ``?password=``) is shown as
+``***`` in every message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import (
+    AuthenticationError,
+    RedisError,
+    ResponseError,
+    WatchError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import EncodableT, FieldT
+
+from core.models import Exchange, MemoryEntry, Session, Turn, Usage
+from core.store._codec import entry_from_json, entry_to_json, turns_from_json
+from core.store.base import StoreCorrupt, StoreError
+
+DEFAULT_TTL = 7 * 24 * 3600.0
+USAGE_TTL = 8 * 24 * 3600.0
+# Optimistic transactions retry when a watched key changed; only a burst of
+# writes to the same user from several processes makes this loop more than once.
+_MAX_ATTEMPTS = 20
+# A server that accepts the TCP connection but never answers must not hang a commit.
+_CONNECT_TIMEOUT = 5.0
+_SOCKET_TIMEOUT = 10.0
+_COUNTERS = ("input_tokens", "output_tokens")
+
+
+class RedisStore:
+    """Sessions, rings and usage in Redis; see the module docstring for the key layout."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_entries: int,
+        prefix: str = "chatbridge:",
+        ttl: float = DEFAULT_TTL,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        self._url = url
+        self._shown = mask_url(url)
+        self._secrets = _secrets(url)
+        self._max = max_entries
+        self._prefix = prefix
+        self._ttl_ms = max(1, int(ttl * 1000))
+        self._usage_ttl_ms = int(USAGE_TTL * 1000)
+        self._client: aioredis.Redis | None = None
+
+    # -- keys ---------------------------------------------------------------
+
+    def _ring_key(self, user: str) -> str:
+        return f"{self._prefix}ring:{user}"
+
+    def _session_key(self, key: str) -> str:
+        return f"{self._prefix}session:{key}"
+
+    def _turns_key(self, key: str) -> str:
+        return f"{self._prefix}turns:{key}"
+
+    def _sessions_set(self, user: str) -> str:
+        return f"{self._prefix}user-sessions:{user}"
+
+    def _usage_key(self, user: str, day: str) -> str:
+        day = day.replace("%", "%25").replace(":", "%3A")
+        return f"{self._prefix}usage:{day}:{user}"
+
+    def _days_set(self, user: str) -> str:
+        return f"{self._prefix}user-days:{user}"
+
+    # -- the Store protocol -------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
+        if self._client is not None:
+            return
+        try:
+            client = aioredis.from_url(
+                self._url,
+                decode_responses=True,
+                socket_connect_timeout=_CONNECT_TIMEOUT,
+                socket_timeout=_SOCKET_TIMEOUT,
+            )
+        except ValueError as err:
+            raise StoreError(
+                f"{self._shown} is not a usable Redis URL ({self._scrub(str(err))})"
+            ) from err
+        try:
+            with self._errors("connect"):
+                await client.ping()
+        except BaseException:
+            await client.aclose()
+            raise
+        self._client = client
+
+    async def load_session(self, key: str) -> Session | None:
+        hkey, tkey = self._session_key(key), self._turns_key(key)
+        fields, raw_turns = await self._read(
+            [(hkey, "hgetall", ()), (tkey, "lrange", (0, -1))], transaction=True
+        )
+        if not fields:
+            return None
+        try:
+            user = fields["user"]
+            started_at, last_active = float(fields["started_at"]), float(fields["last_active"])
+        except (KeyError, ValueError) as err:
+            raise self._corrupt(
+                hkey, f"no {err}" if isinstance(err, KeyError) else str(err)
+            ) from err
+        return Session(key, user, started_at, last_active, self._turns(tkey, raw_turns))
+
+    async def save_session(self, session: Session | None, *, key: str) -> None:
+        hkey, tkey = self._session_key(key), self._turns_key(key)
+        if session is None:
+            # DEL works on any type, so there is nothing to check; the owner's
+            # user-sessions entry goes stale (forget checks ownership).
+            client = self._conn()
+            with self._errors("write"):
+                await client.delete(hkey, tkey)
+            return
+        owned = self._sessions_set(session.user)
+        turns = [_turn_json(t) for t in session.turns]
+
+        def queue(tx: Pipeline) -> None:
+            tx.delete(hkey, tkey)
+            tx.hset(hkey, mapping=_session_fields(session))
+            if turns:
+                tx.rpush(tkey, *turns)
+            tx.sadd(owned, key)
+            for k in (hkey, tkey, owned):
+                tx.pexpire(k, self._ttl_ms)
+
+        await self._transaction({hkey: "hash", tkey: "list", owned: "set"}, queue)
+
+    async def commit_exchange(self, exchange: Exchange) -> None:
+        """One MULTI/EXEC: session, its new turns, ring entry (filed under
+        `ring_user`), usage, then both trims and the expiries."""
+        user, session, usage = exchange.ring_user, exchange.session, exchange.usage
+        key = session.key
+        hkey, tkey, owned = (
+            self._session_key(key),
+            self._turns_key(key),
+            self._sessions_set(session.user),
+        )
+        rkey, ukey, days = (
+            self._ring_key(user),
+            self._usage_key(user, exchange.day),
+            self._days_set(user),
+        )
+        kept = len(session.turns)
+        added = [_turn_json(t) for t in session.turns[kept - exchange.added_turns :]]
+        entry = json.dumps(entry_to_json(replace(exchange.entry, user=user)), ensure_ascii=False)
+
+        def queue(tx: Pipeline) -> None:
+            tx.hset(hkey, mapping=_session_fields(session))
+            if added:
+                tx.rpush(tkey, *added)
+            if kept:
+                tx.ltrim(tkey, -kept, -1)
+            else:
+                tx.delete(tkey)
+            tx.sadd(owned, key)
+            tx.rpush(rkey, entry)
+            tx.ltrim(rkey, -self._max, -1)
+            tx.hincrby(ukey, "input_tokens", usage.input_tokens)
+            tx.hincrby(ukey, "output_tokens", usage.output_tokens)
+            tx.sadd(days, exchange.day)
+            for k in (hkey, tkey, owned, rkey):
+                tx.pexpire(k, self._ttl_ms)
+            tx.pexpire(ukey, self._usage_ttl_ms)
+            tx.pexpire(days, max(self._ttl_ms, self._usage_ttl_ms))
+
+        expect = {hkey: "hash", tkey: "list", owned: "set", rkey: "list", ukey: "hash", days: "set"}
+        await self._transaction(expect, queue, counters=ukey)
+
+    async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
+        """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
+        if not user:
+            return []
+        rkey = self._ring_key(user)
+        (raw,) = await self._read([(rkey, "lrange", (0, -1))])
+        try:
+            entries = [entry_from_json(json.loads(item)) for item in raw]
+        except ValueError as err:  # json.JSONDecodeError is a ValueError
+            raise self._corrupt(rkey, str(err)) from err
+        newer = [e for e in entries if e.timestamp > since]
+        return newer[-self._max :]
+
+    async def forget(self, user: str) -> None:
+        """DEL the user's ring, usage days and own sessions in one transaction."""
+        owned, days = self._sessions_set(user), self._days_set(user)
+        client = self._conn()
+        with self._errors("forget"):
+            for _ in range(_MAX_ATTEMPTS):
+                async with client.pipeline(transaction=True) as tx:
+                    try:
+                        await tx.watch(owned, days)
+                        keys, day_names = await self._read(
+                            [(owned, "smembers", ()), (days, "smembers", ())]
+                        )
+                        hkeys = [self._session_key(k) for k in sorted(keys)]
+                        if hkeys:
+                            await tx.watch(*hkeys)
+                        owners = await self._read([(h, "hget", ("user",)) for h in hkeys])
+                        doomed = [self._ring_key(user), owned, days]
+                        doomed += [self._usage_key(user, d) for d in sorted(day_names)]
+                        for k, owner in zip(sorted(keys), owners, strict=True):
+                            if owner is None or owner == user:
+                                doomed += [self._session_key(k), self._turns_key(k)]
+                        tx.multi()
+                        tx.delete(*doomed)
+                        await tx.execute()
+                        return
+                    except WatchError:
+                        continue
+        raise self._busy("forget")
+
+    async def usage(self, user: str, *, day: str) -> Usage:
+        ukey = self._usage_key(user, day)
+        (values,) = await self._read([(ukey, "hmget", (list(_COUNTERS),))])
+        return Usage(*(self._counter(ukey, v) for v in values))
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # -- helpers ------------------------------------------------------------
+
+    async def _transaction(
+        self,
+        expect: dict[str, str],
+        queue: Callable[[Pipeline], None],
+        *,
+        counters: str | None = None,
+    ) -> None:
+        """WATCH `expect`'s keys, check their types (and the integer fields of the
+        `counters` hash), then run what `queue` adds in one MULTI/EXEC; retried
+        while a watched key changes underneath."""
+        client = self._conn()
+        with self._errors("write"):
+            for _ in range(_MAX_ATTEMPTS):
+                async with client.pipeline(transaction=True) as tx:
+                    try:
+                        await tx.watch(*expect)
+                        await self._check_types(expect, counters)
+                        tx.multi()
+                        queue(tx)
+                        await tx.execute()
+                        return
+                    except WatchError:
+                        continue
+        raise self._busy("write")
+
+    async def _check_types(self, expect: dict[str, str], counters: str | None) -> None:
+        """Raise `StoreCorrupt` for a key that exists with another type than expected.
+
+        Runs on a second pooled connection after the caller's WATCH, so a change
+        after this read still aborts the caller's EXEC.
+        """
+        pipe = self._conn().pipeline(transaction=False)
+        for k in expect:
+            pipe.type(k)
+        if counters is not None:
+            pipe.hmget(counters, list(_COUNTERS))
+        results = await pipe.execute(raise_on_error=False)
+        for (k, want), found in zip(expect.items(), results, strict=False):
+            if isinstance(found, Exception):
+                raise found
+            if found not in ("none", want):
+                raise self._corrupt(k, f"it is a {found}, not a {want}")
+        if counters is not None:
+            if isinstance(results[-1], Exception):
+                raise results[-1]
+            for value in results[-1]:
+                self._counter(counters, value)
+
+    async def _read(
+        self,
+        calls: Sequence[tuple[str, str, tuple[Any, ...]]],
+        *,
+        transaction: bool = False,
+    ) -> list[Any]:
+        """Run `(key, command, args)` reads in one round trip (one MULTI/EXEC if
+        `transaction`, for a consistent view); WRONGTYPE → `StoreCorrupt` naming
+        the key."""
+        if not calls:
+            return []
+        pipe = self._conn().pipeline(transaction=transaction)
+        for k, command, args in calls:
+            getattr(pipe, command)(k, *args)
+        with self._errors("read"):
+            results = await pipe.execute(raise_on_error=False)
+        for (k, _, _), r in zip(calls, results, strict=True):
+            if isinstance(r, ResponseError) and str(r).startswith("WRONGTYPE"):
+                raise self._corrupt(k, "it holds a value of the wrong type")
+            if isinstance(r, Exception):
+                with self._errors("read"):
+                    raise r
+        return list(results)
+
+    def _turns(self, tkey: str, raw: list[str]) -> list[Turn]:
+        try:
+            return turns_from_json([json.loads(t) for t in raw])
+        except ValueError as err:
+            raise self._corrupt(tkey, str(err)) from err
+
+    def _counter(self, ukey: str, value: str | None) -> int:
+        if value is None:
+            return 0
+        try:
+            return int(value)
+        except ValueError as err:
+            raise self._corrupt(ukey, f"counter {value!r} is not an integer") from err
+
+    def _conn(self) -> aioredis.Redis:
+        if self._client is None:
+            raise StoreError(f"the redis store at {self._shown} is not open")
+        return self._client
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        """Turn redis-py and socket errors into one-sentence `StoreError`s naming the URL."""
+        try:
+            yield
+        except AuthenticationError as err:
+            raise StoreError(
+                f"{self._shown} refused the login ({self._reason(err)}); "
+                "check the user and password in memory.url"
+            ) from err
+        except (RedisConnectionError, RedisTimeoutError, OSError) as err:
+            raise StoreError(
+                f"{self._shown} is not reachable ({self._reason(err)}); is Redis running?"
+            ) from err
+        except RedisError as err:
+            raise StoreError(f"{self._shown}: {op} failed ({self._reason(err)})") from err
+
+    def _reason(self, err: BaseException) -> str:
+        """The OS's words for a socket error (``Connection refused``), else redis-py's."""
+        for e in (err, err.__cause__, err.__context__):
+            if isinstance(e, OSError) and e.errno and e.errno > 0:
+                return os.strerror(e.errno)
+            if isinstance(e, OSError) and e.strerror:
+                return self._scrub(e.strerror)
+        if isinstance(err, RedisTimeoutError | TimeoutError):
+            return "timed out"
+        return self._scrub(str(err).strip().rstrip(".")) or type(err).__name__
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _corrupt(self, key: str, reason: str) -> StoreCorrupt:
+        return StoreCorrupt(
+            f"redis key {key!r} at {self._shown} is not chatbridge data ({reason}); "
+            "it was left untouched — delete or rename it"
+        )
+
+    def _busy(self, op: str) -> StoreError:
+        return StoreError(
+            f"{self._shown}: {op} gave up after {_MAX_ATTEMPTS} attempts "
+            "because other clients kept changing the same keys; retry"
+        )
+
+
+def mask_url(url: str) -> str:
+    """`url` with its password (userinfo or `?password=`) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable Redis URL>"
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = "&".join(
+        f"{p.partition('=')[0]}=***" if unquote(p.partition("=")[0]).lower() == "password" else p
+        for p in parts.query.split("&")
+    )
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def _secrets(url: str) -> list[str]:
+    """Every spelling of the URL's password, longest first, to scrub from messages."""
+    found: set[str] = set()
+    try:
+        parts = urlsplit(url)
+        raw = parts.netloc.rpartition("@")[0].partition(":")[2] if "@" in parts.netloc else ""
+        found.update((raw, unquote(raw)))
+        for p in parts.query.split("&"):
+            name, _, value = p.partition("=")
+            if unquote(name).lower() == "password":
+                found.update((value, unquote(value)))
+    except ValueError:
+        pass
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def _session_fields(s: Session) -> dict[FieldT, EncodableT]:
+    return {"user": s.user, "started_at": repr(s.started_at), "last_active": repr(s.last_active)}
+
+
+def _turn_json(t: Turn) -> str:
+    return json.dumps({"role": t.role, "content": t.content}, ensure_ascii=False)
