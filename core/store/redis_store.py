@@ -25,12 +25,17 @@ count is ever read), user-days the longer of the two so it outlives every key
 it lists. A user who stays away longer than that is gone without `forget`.
 
 Atomicity: `commit_exchange`, `save_session` and `forget` are one MULTI/EXEC
-transaction each. Redis does not roll a transaction back when one command in
-it fails (e.g. RPUSH onto somebody's string), so each write first WATCHes its
-keys, checks that each is absent or of the type above (and that the usage
-counters are integers), and only then runs MULTI/EXEC; a key changed in
-between aborts the EXEC and the write is retried. A foreign value raises
-`StoreCorrupt` naming the key and nothing is written.
+transaction each, so other clients see all of a write or none of it. Redis
+does not roll a transaction back when one of its commands fails (e.g. RPUSH
+onto somebody's string), so a write first reads the TYPE of every key it will
+touch (and that the usage counters are integers) in one round trip, and runs
+MULTI/EXEC only if all are absent or as above; otherwise it raises
+`StoreCorrupt` naming the key and writes nothing. Writes do not WATCH: our own
+clients only ever create the types above, and optimistic locking starves
+under concurrent commits for one user (every EXEC but one aborts). Only a
+foreign client changing a key's type in the sub-millisecond gap between check
+and EXEC could still make part of a transaction fail. `forget` does WATCH the
+sets it reads (see below) and retries if they change.
 
 Ownership: a session key can change owner (`save_session` with another
 `user`), and `save_session(None)` does not read the owner, so user-sessions
@@ -49,8 +54,10 @@ a password in the URL (``redis://user:pw@host`` or ``?password=``) is shown as
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -75,9 +82,10 @@ from core.store.base import StoreCorrupt, StoreError
 
 DEFAULT_TTL = 7 * 24 * 3600.0
 USAGE_TTL = 8 * 24 * 3600.0
-# Optimistic transactions retry when a watched key changed; only a burst of
-# writes to the same user from several processes makes this loop more than once.
+# `forget` retries when a watched key changed, i.e. the user committed meanwhile,
+# after a random pause of up to attempt x _BACKOFF seconds (~0.2 s in all at most).
 _MAX_ATTEMPTS = 20
+_BACKOFF = 0.001
 # A server that accepts the TCP connection but never answers must not hang a commit.
 _CONNECT_TIMEOUT = 5.0
 _SOCKET_TIMEOUT = 10.0
@@ -252,7 +260,7 @@ class RedisStore:
         owned, days = self._sessions_set(user), self._days_set(user)
         client = self._conn()
         with self._errors("forget"):
-            for _ in range(_MAX_ATTEMPTS):
+            for attempt in range(_MAX_ATTEMPTS):
                 async with client.pipeline(transaction=True) as tx:
                     try:
                         await tx.watch(owned, days)
@@ -273,7 +281,9 @@ class RedisStore:
                         await tx.execute()
                         return
                     except WatchError:
-                        continue
+                        pass
+                # Jittered backoff, so a user's commits in between let forget through.
+                await asyncio.sleep(random.uniform(0, _BACKOFF * (attempt + 1)))
         raise self._busy("forget")
 
     async def usage(self, user: str, *, day: str) -> Usage:
@@ -296,30 +306,17 @@ class RedisStore:
         *,
         counters: str | None = None,
     ) -> None:
-        """WATCH `expect`'s keys, check their types (and the integer fields of the
-        `counters` hash), then run what `queue` adds in one MULTI/EXEC; retried
-        while a watched key changes underneath."""
+        """Check the types of `expect`'s keys (and the integer fields of the
+        `counters` hash), then run what `queue` adds in one MULTI/EXEC."""
         client = self._conn()
         with self._errors("write"):
-            for _ in range(_MAX_ATTEMPTS):
-                async with client.pipeline(transaction=True) as tx:
-                    try:
-                        await tx.watch(*expect)
-                        await self._check_types(expect, counters)
-                        tx.multi()
-                        queue(tx)
-                        await tx.execute()
-                        return
-                    except WatchError:
-                        continue
-        raise self._busy("write")
+            await self._check_types(expect, counters)
+            async with client.pipeline(transaction=True) as tx:
+                queue(tx)
+                await tx.execute()
 
     async def _check_types(self, expect: dict[str, str], counters: str | None) -> None:
-        """Raise `StoreCorrupt` for a key that exists with another type than expected.
-
-        Runs on a second pooled connection after the caller's WATCH, so a change
-        after this read still aborts the caller's EXEC.
-        """
+        """Raise `StoreCorrupt` for a key that exists with another type than expected."""
         pipe = self._conn().pipeline(transaction=False)
         for k in expect:
             pipe.type(k)

@@ -1,6 +1,6 @@
 """Messages/s and added latency through PTB + engine + openai SDK against both fakes.
 
-Run: `python3 -m tests.bench.bench_telegram [--scale 1.0] [--same-loop]`.
+Run: `python3 -m tests.bench.bench_telegram [--scale 1.0] [--ttft 0] [--same-loop]`.
 
 The real stack, in-process: `FakeTelegram` -> python-telegram-bot (long
 polling, `AIORateLimiter`) -> `TelegramPlatform` -> `Engine` (SQLite on a temp
@@ -18,6 +18,8 @@ as the adapter configures it ("on") and removed ("off", a diagnostic only).
 The fakes and the driver run on their own event loop in a daemon thread (the
 "outside world"), the bot on the main loop; both share one GIL, so absolute
 numbers are pessimistic. `--same-loop` puts everything on one loop instead.
+`--ttft 0.3` makes the fake LLM wait before its first delta, as a real one
+does (then the typing action is sent; with an instant fake it is cancelled).
 Nothing leaves 127.0.0.1.
 """
 
@@ -57,6 +59,7 @@ from platforms.telegram import TelegramPlatform
 from providers.openai import OpenAIProvider
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.sse import Reply
 
 REPLY = "Das Paket kommt am Mittwoch."
 CHUNK_CHARS = 10  # three deltas
@@ -115,12 +118,15 @@ class TimedTelegram(FakeTelegram):
 class TimedOpenAI(FakeOpenAI):
     """The fake LLM, plus when each request reached its handler (by message tag)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ttft: float) -> None:
         super().__init__(default_text=REPLY, chunk_chars=CHUNK_CHARS)
+        self.ttft = ttft
         self.entered: dict[Key, float] = {}
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         entered = time.perf_counter()
+        if self.ttft:  # one step per request: each handler pops one
+            self.script(Reply(first_chunk_delay=self.ttft))
         try:
             return await super()._handle(request)
         finally:
@@ -234,8 +240,8 @@ async def drive(
     return Driven(pushed, visible, update_ids, wall, calls, cpu)
 
 
-async def open_fakes() -> tuple[TimedTelegram, TimedOpenAI]:
-    telegram, llm = TimedTelegram(), TimedOpenAI()
+async def open_fakes(ttft: float) -> tuple[TimedTelegram, TimedOpenAI]:
+    telegram, llm = TimedTelegram(), TimedOpenAI(ttft)
     await telegram.__aenter__()
     await llm.__aenter__()
     return telegram, llm
@@ -258,9 +264,16 @@ def telegram_config(telegram: FakeTelegram) -> SimpleNamespace:
 
 
 async def scenario(
-    outside: Outside, concurrency: int, chats: int, per_chat: int, *, limiter: bool, db: Path
+    outside: Outside,
+    concurrency: int,
+    chats: int,
+    per_chat: int,
+    *,
+    limiter: bool,
+    ttft: float,
+    db: Path,
 ) -> dict[str, Any]:
-    telegram, llm = await outside.run(open_fakes())
+    telegram, llm = await outside.run(open_fakes(ttft))
     store = SqliteStore(db, max_entries=20)
     await store.open()
     provider = OpenAIProvider(
@@ -325,7 +338,7 @@ def ms(values: list[float], q: int = 50) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000
 
 
-async def run(scale: float, same_loop: bool) -> list[dict[str, Any]]:
+async def run(scale: float, ttft: float, same_loop: bool) -> list[dict[str, Any]]:
     outside = Outside(same_loop=same_loop)
     results = []
     try:
@@ -335,7 +348,7 @@ async def run(scale: float, same_loop: bool) -> list[dict[str, Any]]:
                 with tempfile.TemporaryDirectory() as tmp:
                     db = Path(tmp) / "bench.db"
                     row = await scenario(
-                        outside, concurrency, chats, PER_CHAT, limiter=limiter, db=db
+                        outside, concurrency, chats, PER_CHAT, limiter=limiter, ttft=ttft, db=db
                     )
                 results.append(row)
     finally:
@@ -388,19 +401,18 @@ def print_tables(results: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies chats per row")
+    parser.add_argument("--ttft", type=float, default=0.0, help="fake LLM's first-delta delay, s")
     parser.add_argument("--same-loop", action="store_true", help="fakes on the bot's loop")
     args = parser.parse_args()
     # A typing action cancelled mid-request makes the fake log a reset connection.
     resets = ResetCounter()
-    server_log = logging.getLogger("aiohttp.server")
-    server_log.addHandler(resets)
-    server_log.propagate = False
+    logging.getLogger("aiohttp.server").addFilter(resets)
     started = time.perf_counter()
-    results = asyncio.run(run(args.scale, args.same_loop))
+    results = asyncio.run(run(args.scale, args.ttft, args.same_loop))
     layout = "one event loop" if args.same_loop else "fakes + driver on a second loop/thread"
     print(
         f"# FakeTelegram -> PTB {ptb.__version__} -> engine -> openai {openai.__version__} "
-        f"-> FakeOpenAI ({layout})\n"
+        f"-> FakeOpenAI ({layout}; fake LLM first delta after {args.ttft:g} s)\n"
     )
     print_tables(results)
     print(
@@ -411,13 +423,18 @@ def main() -> None:
     )
 
 
-class ResetCounter(logging.Handler):
+class ResetCounter(logging.Filter):
+    """Counts (and hides) the fakes' tracebacks for requests the client hung up on."""
+
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.count += 1
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], ConnectionResetError):
+            self.count += 1
+            return False
+        return True
 
 
 if __name__ == "__main__":

@@ -1,21 +1,35 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.core.store.helpers import BACKENDS, AnyStore, opened, store_path
+from tests.core.store.helpers import (
+    BACKENDS,
+    AnyStore,
+    opened,
+    purge_redis,
+    redis_prefix,
+    redis_unavailable,
+    store_path,
+)
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "redis" and (reason := redis_unavailable()):
+        pytest.skip(reason)
     return str(request.param)
 
 
 @pytest.fixture
-def path(backend: str, tmp_path: Path) -> Path:
-    return store_path(backend, tmp_path)
+def path(backend: str, tmp_path: Path) -> Iterator[Path]:
+    """The store's file; for redis it names a key prefix, whose keys go afterwards."""
+    path = store_path(backend, tmp_path)
+    yield path
+    if backend == "redis":
+        purge_redis(redis_prefix(path))
 
 
 @pytest.fixture

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import uuid
 from pathlib import Path
 
-from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store import JsonStore, SqliteStore
+import redis
 
-BACKENDS = ("sqlite", "json")
-AnyStore = SqliteStore | JsonStore
+from core.models import Exchange, MemoryEntry, Session, Turn, Usage
+from core.store import JsonStore, RedisStore, SqliteStore
+
+BACKENDS = ("sqlite", "json", "redis")
+AnyStore = SqliteStore | JsonStore | RedisStore
+
+# The redis tests use the real server CI starts; each test gets its own key prefix.
+REDIS_URL = "redis://127.0.0.1:6379/0"
+_RUN = uuid.uuid4().hex[:8]  # parallel or earlier runs never share a prefix
 
 
 def store_path(backend: str, root: Path) -> Path:
@@ -18,8 +26,52 @@ def store_path(backend: str, root: Path) -> Path:
 
 
 def new_store(backend: str, path: Path, *, max_entries: int = 5) -> AnyStore:
+    """For redis, `path` only names the test's key prefix (same path, same data)."""
+    if backend == "redis":
+        return RedisStore(REDIS_URL, max_entries=max_entries, prefix=redis_prefix(path))
     cls = SqliteStore if backend == "sqlite" else JsonStore
     return cls(path, max_entries=max_entries)
+
+
+def redis_prefix(path: Path) -> str:
+    return f"cbtest:{_RUN}:{hashlib.sha256(str(path).encode()).hexdigest()[:16]}:"
+
+
+@functools.cache
+def redis_unavailable() -> str:
+    """Why the redis tests cannot run here, or "" when the server answers PING."""
+    try:
+        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1.0, socket_timeout=2.0) as c:
+            c.ping()
+    except (OSError, redis.RedisError) as err:
+        return f"no Redis server at {REDIS_URL} ({err}); CI starts one"
+    return ""
+
+
+def redis_keys(prefix: str) -> dict[str, object]:
+    """Every key under `prefix` with its type-appropriate value (SCAN, not KEYS)."""
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    readers = {
+        "string": client.get,
+        "list": lambda k: client.lrange(k, 0, -1),
+        "hash": client.hgetall,
+        "set": client.smembers,
+        "zset": lambda k: client.zrange(k, 0, -1),
+    }
+    try:
+        return {k: readers[client.type(k)](k) for k in client.scan_iter(match=f"{prefix}*")}
+    finally:
+        client.close()
+
+
+def purge_redis(prefix: str) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 async def opened(backend: str, path: Path, *, max_entries: int = 5) -> AnyStore:
