@@ -62,8 +62,10 @@ def read_state(path: Path) -> State:
         return State(
             {key: session_from_json(key, raw) for key, raw in sessions.items()},
             {
-                user: {day: Usage(int(u["input_tokens"]), int(u["output_tokens"]))
-                       for day, u in days.items()}
+                user: {
+                    day: Usage(int(u["input_tokens"]), int(u["output_tokens"]))
+                    for day, u in days.items()
+                }
                 for user, days in usage.items()
             },
             None if last is None else entry_from_json(last),
@@ -77,15 +79,20 @@ def ring_bytes(entries: list[MemoryEntry]) -> bytes:
 
 
 def state_bytes(state: State) -> bytes:
-    return _dumps({
-        "sessions": {key: session_to_json(s) for key, s in state.sessions.items()},
-        "usage": {
-            user: {day: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
-                   for day, u in days.items()}
-            for user, days in state.usage.items() if days
-        },
-        "last_entry": None if state.last_entry is None else entry_to_json(state.last_entry),
-    })
+    return _dumps(
+        {
+            "sessions": {key: session_to_json(s) for key, s in state.sessions.items()},
+            "usage": {
+                user: {
+                    day: {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+                    for day, u in days.items()
+                }
+                for user, days in state.usage.items()
+                if days
+            },
+            "last_entry": None if state.last_entry is None else entry_to_json(state.last_entry),
+        }
+    )
 
 
 def atomic_write(path: Path, data: bytes) -> None:

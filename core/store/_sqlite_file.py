@@ -68,17 +68,17 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
     """
     db = sqlite3.connect(path, isolation_level=None)
     try:
-        db.execute("PRAGMA busy_timeout = 2000")
-        # Held from the first read until close: no per-statement lock syscalls and no
-        # -shm file; a second process (another bot instance) is refused at open.
-        db.execute("PRAGMA locking_mode = EXCLUSIVE")
+        # Normal (shared) locking: `chatbridge memory show|forget` must work from
+        # another shell while `chatbridge run` serves, and WAL lets readers and
+        # the one writer proceed side by side; writers wait up to 5 s.
+        db.execute("PRAGMA busy_timeout = 5000")
         if db.execute("PRAGMA journal_mode = WAL").fetchone() != ("wal",):
             raise sqlite3.OperationalError("WAL mode unavailable")
         db.execute("PRAGMA synchronous = NORMAL")
         # Fewer checkpoints (each costs two fsyncs); the WAL may grow to ~40 MB.
         db.execute("PRAGMA wal_autocheckpoint = 10000")
         needs_vacuum = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
-        db.execute("SELECT count(*) FROM meta").fetchone()  # takes the exclusive lock now
+        db.execute("SELECT count(*) FROM meta").fetchone()
     except sqlite3.Error as err:
         db.close()
         if is_locked(err):

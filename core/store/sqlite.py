@@ -60,8 +60,9 @@ class SqliteStore:
     checkpoints the WAL and truncates it, so the forgotten text is in neither
     the database nor the `-wal` file afterwards.
 
-    One process per file: the connection holds an exclusive lock (no lock
-    syscalls per statement, no `-shm`); another process gets `StoreError`.
+    Several processes may share a file (WAL: readers never block the writer),
+    so admin commands work while the bot runs; sessions are read from the
+    store on every message, so what another process changed is seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file raises `StoreCorrupt` and stays byte-identical.

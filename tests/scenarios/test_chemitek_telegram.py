@@ -8,12 +8,13 @@ openai SDK, real SQLite, the real CLI in a child process.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 from pathlib import Path
 
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
-from tests.support.cli import CHATBRIDGE, clean_env
+from tests.support.cli import CHATBRIDGE, clean_env, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
@@ -72,6 +73,11 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await telegram.wait_for(
                 lambda: any(UNDERSTOOD in t for t in telegram.bot_texts(ALICE)), within=20
             )
+            await asyncio.sleep(0.3)  # the ring entry is committed right after the last edit
+            # An admin looks at the memory while the bot keeps serving.
+            shown = await run_cli(
+                "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
+            )
         finally:
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)
@@ -81,6 +87,8 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     assert telegram.token not in stderr + out.decode(), "the bot token leaked into the logs"
     assert "sk-e2e-9876" not in stderr
+    assert shown.code == 0, shown.stderr
+    assert [e["user_message"] for e in json.loads(shown.stdout)] == [FIRST, SECOND]
     denial = telegram.bot_texts(STRANGER)
     assert len(denial) == 1
     assert f"telegram:{STRANGER}" in denial[0]

@@ -32,18 +32,27 @@ async def test_new_file_is_private_wal_and_versioned(tmp_path: Path) -> None:
         db.close()
 
 
-async def test_second_process_is_refused_while_open(tmp_path: Path) -> None:
+async def test_a_second_process_can_read_and_forget_while_the_first_serves(
+    tmp_path: Path,
+) -> None:
     path = store_path("sqlite", tmp_path)
-    first = SqliteStore(path, max_entries=5)
-    await first.open()
-    await first.commit_exchange(exchange("hi"))
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    await bot.commit_exchange(exchange("geheim"))
+    admin = SqliteStore(path, max_entries=5)
+    await admin.open()
     try:
-        with pytest.raises(StoreError, match="in use by another process") as err:
-            await SqliteStore(path, max_entries=5).open()
-        assert str(path) in str(err.value)
-        assert len(await first.ring("telegram:1", since=0)) == 1  # the owner is unaffected
+        assert [e.user_message for e in await admin.ring("telegram:1", since=0)] == ["geheim"]
+        await admin.forget("telegram:1")
+        assert await bot.ring("telegram:1", since=0) == []
+        assert await bot.load_session(exchange("x").session.key) is None
+        await bot.commit_exchange(exchange("danach"))  # the bot keeps writing
+        assert [e.user_message for e in await admin.ring("telegram:1", since=0)] == ["danach"]
     finally:
-        await first.aclose()
+        await admin.aclose()
+        await bot.aclose()
+    for file in path.parent.iterdir():
+        assert b"geheim" not in file.read_bytes(), file
 
 
 async def test_open_store_backends(tmp_path: Path) -> None:
