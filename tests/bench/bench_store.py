@@ -62,11 +62,23 @@ def seed_rows(users: int) -> tuple[list[dict[str, Any]], dict[str, Any], dict[st
     for i in range(users):
         u = user_id(i)
         for k in range(2):
-            ring.append({"timestamp": NOW - 600 + k, "user_message": TEXT,
-                         "assistant_summary": SUMMARY, "session_name": f"sess_{u}",
-                         "workdir": "/srv/bot", "user": u, "scope": "private"})
-        sessions[f"{u}:chat"] = {"user": u, "started_at": NOW - 900, "last_active": NOW - 600,
-                                 "turns": turns}
+            ring.append(
+                {
+                    "timestamp": NOW - 600 + k,
+                    "user_message": TEXT,
+                    "assistant_summary": SUMMARY,
+                    "session_name": f"sess_{u}",
+                    "workdir": "/srv/bot",
+                    "user": u,
+                    "scope": "private",
+                }
+            )
+        sessions[f"{u}:chat"] = {
+            "user": u,
+            "started_at": NOW - 900,
+            "last_active": NOW - 600,
+            "turns": turns,
+        }
         usage[u] = {DAY: {"input_tokens": 240, "output_tokens": 160}}
     return ring, sessions, usage
 
@@ -75,14 +87,19 @@ def populate_sqlite(path: Path, users: int) -> None:
     ring, sessions, usage = seed_rows(users)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    db.executemany("INSERT INTO ring(timestamp, user_message, assistant_summary, session_name,"
-                   " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   [tuple(e.values()) for e in ring])
-    db.executemany("INSERT INTO sessions VALUES (?, ?, ?, ?)",
-                   [(k, s["user"], s["started_at"], s["last_active"])
-                    for k, s in sessions.items()])
-    db.executemany("INSERT INTO turns(key, role, content) VALUES (?, ?, ?)",
-                   [(k, t["role"], t["content"]) for k, s in sessions.items() for t in s["turns"]])
+    db.executemany(
+        "INSERT INTO ring(timestamp, user_message, assistant_summary, session_name,"
+        " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [tuple(e.values()) for e in ring],
+    )
+    db.executemany(
+        "INSERT INTO sessions VALUES (?, ?, ?, ?)",
+        [(k, s["user"], s["started_at"], s["last_active"]) for k, s in sessions.items()],
+    )
+    db.executemany(
+        "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)",
+        [(k, t["role"], t["content"]) for k, s in sessions.items() for t in s["turns"]],
+    )
     db.executemany("INSERT INTO usage VALUES (?, ?, 240, 160)", [(u, DAY) for u in usage])
     db.execute("COMMIT")
     db.close()
@@ -135,9 +152,13 @@ async def measure(backend: str, users: int, samples: int) -> dict[str, float]:
         await store.aclose()
     totals.sort()
     return {
-        "samples": samples, "setup_s": setup, "mean": sum(totals) / samples,
-        "p50": totals[samples // 2], "p99": totals[min(samples - 1, int(samples * 0.99))],
-        "commit": sum(commits) / samples, "ring": sum(reads) / samples,
+        "samples": samples,
+        "setup_s": setup,
+        "mean": sum(totals) / samples,
+        "p50": totals[samples // 2],
+        "p99": totals[min(samples - 1, int(samples * 0.99))],
+        "commit": sum(commits) / samples,
+        "ring": sum(reads) / samples,
         "cpu": sum(cpu) / samples,
     }
 
@@ -154,19 +175,26 @@ def calibration_us() -> float:
 
 
 async def main(quick: bool) -> None:
-    print(f"calibration: sum(range(1000)) = {calibration_us():.1f} µs; "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sqlite "
-          f"{sqlite3.sqlite_version}\n")
-    print("| backend | users | exchanges | mean µs | p50 µs | p99 µs "
-          "| commit mean µs | ring mean µs | CPU mean µs | setup s |")
+    print(
+        f"calibration: sum(range(1000)) = {calibration_us():.1f} µs; "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sqlite "
+        f"{sqlite3.sqlite_version}\n"
+    )
+    print(
+        "| backend | users | exchanges | mean µs | p50 µs | p99 µs "
+        "| commit mean µs | ring mean µs | CPU mean µs | setup s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for backend in ("sqlite", "json"):
         for users in USER_COUNTS:
             samples = SAMPLES[backend][users] // (10 if quick else 1) or 1
             r = await measure(backend, users, samples)
-            print(f"| {backend} | {users:,} | {r['samples']} | {r['mean']:,.0f} | {r['p50']:,.0f} "
-                  f"| {r['p99']:,.0f} | {r['commit']:,.0f} | {r['ring']:,.0f} "
-                  f"| {r['cpu']:,.0f} | {r['setup_s']:.1f} |", flush=True)
+            print(
+                f"| {backend} | {users:,} | {r['samples']} | {r['mean']:,.0f} | {r['p50']:,.0f} "
+                f"| {r['p99']:,.0f} | {r['commit']:,.0f} | {r['ring']:,.0f} "
+                f"| {r['cpu']:,.0f} | {r['setup_s']:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

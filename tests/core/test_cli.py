@@ -148,3 +148,20 @@ def test_a_corrupt_json_store_is_refused_too(
     assert code == 1
     assert "memory.json" in err
     assert store.read_bytes() == before
+
+
+def test_chat_with_the_json_backend_writes_the_seed_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chatbridge.yaml").write_text("memory:\n  backend: json\n  path: memory.json\n")
+    assert _chat(tmp_path, "Check wo das Chemitek-Paket bleibt\n", monkeypatch) == 0
+    entries = json.loads((tmp_path / "memory.json").read_text())
+    assert isinstance(entries, list)
+    assert entries[0]["user_message"] == "Check wo das Chemitek-Paket bleibt"
+    assert set(entries[0]) >= {
+        "timestamp",
+        "user_message",
+        "assistant_summary",
+        "session_name",
+        "workdir",
+    }

@@ -107,3 +107,21 @@ async def test_when_every_provider_is_down_the_user_gets_one_sentence(tmp_path: 
         "Bitte versuch es in ein paar Minuten noch einmal."
     )
     assert "Traceback" not in stderr
+
+
+async def test_anthropic_key_in_the_environment_is_picked_when_openai_has_none(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "chatbridge.yaml").write_text("engine:\n  session_ttl: 1s\n")
+    async with FakeAnthropic() as fake:
+        fake.script(Reply(text=chemitek_model), Reply(text=chemitek_model))
+        env = {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": fake.base_url}
+        chat = await ChatSession.start(cwd=tmp_path, env=env)
+        banner = await chat.read_until("\n")
+        first, second = await _story(chat, pause=1.5)
+    assert "provider: anthropic claude-sonnet-4-6 (from ANTHROPIC_API_KEY)" in banner
+    assert TRACKING in first
+    assert UNDERSTOOD in second
+    body = fake.requests[-1].body
+    assert body["model"] == "claude-sonnet-4-6"
+    assert body["messages"][0]["content"].startswith("<conversation_history>")
