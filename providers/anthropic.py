@@ -22,6 +22,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from core.models import Turn, Usage
+from providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
 from providers.base import (
     InvalidRequest,
     Prompt,
@@ -33,7 +34,6 @@ from providers.base import (
     TextDelta,
     UsageReport,
 )
-from providers.openai import PLACEHOLDER_KEY, retry_after_seconds, status_detail
 
 # The SDK lets raw httpx2 errors out of a stream's body (a dropped connection,
 # a read timeout mid-answer), and a malformed `data:` line as a JSONDecodeError.

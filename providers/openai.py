@@ -7,14 +7,14 @@ whose message names the config entry and never carries the API key.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
 import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 from core.models import Usage
+from providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
 from providers.base import (
     InvalidRequest,
     Prompt,
@@ -27,40 +27,9 @@ from providers.base import (
     UsageReport,
 )
 
-# Local servers ignore the key, but the SDK refuses to start without one (or
-# silently reads OPENAI_API_KEY from the environment).
-PLACEHOLDER_KEY = "not-needed"
-
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
 WIRE_ERRORS = (openai.OpenAIError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The server's requested wait: `retry-after-ms`, else numeric `retry-after`."""
-    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            seconds = float(headers[header]) / divisor
-        except (KeyError, ValueError):
-            continue
-        return seconds if 0 <= seconds < math.inf else None
-    return None  # absent, or an HTTP date: too rare to be worth parsing here
-
-
-def status_detail(status: int, error_type: object, message: object, secret: str | None) -> str:
-    """`HTTP 404 not_found_error: "model x"`: safe to log and to show an admin.
-
-    Auth failures get no server text at all, because that is where servers echo
-    (parts of) the key back; elsewhere the exact key is masked regardless.
-    """
-    detail = f"HTTP {status}"
-    if isinstance(error_type, str) and error_type.replace("_", "").isalnum():
-        detail += f" {error_type}"
-    if isinstance(message, str) and message and status not in (401, 403):
-        text = message.replace(secret, "***") if secret else message
-        text = " ".join(text.split()).rstrip(".")
-        detail += f': "{text[:120]}"'
-    return detail
 
 
 class OpenAIProvider:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from core.models import Turn
+from providers._wire import retry_after_seconds, status_detail
 from providers.base import Prompt
-from providers.openai import OpenAIProvider, retry_after_seconds, status_detail
+from providers.openai import OpenAIProvider
 from tests.providers.conftest import KEY, PROMPT, TEXT, Backend, collect
 
 
