@@ -84,7 +84,14 @@ class Engine:
         """
         started = time.monotonic()
         platform = message.conversation.platform
-        outcome = await self._dispatch(message, outbox)
+        try:
+            outcome = await self._dispatch(message, outbox)
+        except StoreError as exc:
+            # The store (a Redis outage, a full disk) failed before an answer
+            # could be stored; the user hears so instead of silence.
+            log.error("store failed on a message in %s: %s", message.conversation.chat_id, exc)
+            await send_text(outbox, self.say("store_failed"))
+            outcome = "failed"
         self.metrics.count(platform, outcome)
         if outcome == "answered":
             self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)

@@ -19,6 +19,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "memory_head": "What I remember from this chat (last {max_age}):",
         "unknown": "Unknown command {command}. Try /help.",
         "empty_answer": "(The AI service returned an empty answer.)",
+        "store_failed": "Sorry, my memory is not reachable right now. Please try again later.",
         "help": (
             "Just write to me. Commands:\n"
             "/new – start a fresh session (memory is kept)\n"
@@ -50,6 +51,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "memory_head": "Das habe ich mir aus diesem Chat gemerkt (letzte {max_age}):",
         "unknown": "Unbekannter Befehl {command}. Versuch /help.",
         "empty_answer": "(Der KI-Dienst hat eine leere Antwort geliefert.)",
+        "store_failed": (
+            "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
+        ),
         "help": (
             "Schreib mir einfach. Befehle:\n"
             "/new – neue Session (die Erinnerung bleibt)\n"

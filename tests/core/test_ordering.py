@@ -132,3 +132,13 @@ async def test_drain_cancels_replies_that_outlive_the_grace(tmp_path: Path) -> N
     await asyncio.wait_for(pending, 1.0)
     assert provider.cancelled == 1
     await bot.engine.store.aclose()
+
+
+async def test_a_store_outage_gets_one_sentence_not_silence(tmp_path: Path) -> None:
+    bot = await make_testbot(tmp_path)
+    await bot.engine.store.aclose()  # every store call now fails with StoreError
+    reply = await bot.say("Hallo")
+    assert (
+        reply == "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
+    )
+    assert bot.provider.prompts == []
