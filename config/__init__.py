@@ -20,6 +20,7 @@ from ._models import (
 from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
 from ._providers import ProviderConfig, ProvidersConfig
 from ._summary import describe_store, summarize
+from ._urls import mask_url, url_secrets
 
 __all__ = [
     "AccessConfig",
@@ -40,6 +41,8 @@ __all__ = [
     "describe_store",
     "load_config",
     "load_config_text",
+    "mask_url",
     "resolve_config_path",
     "summarize",
+    "url_secrets",
 ]

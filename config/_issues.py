@@ -56,10 +56,11 @@ def _explain(error: Any) -> list[tuple[Loc, str]]:
             close = difflib.get_close_matches(str(loc[1]), RESERVED_PROVIDER_KEYS, n=1)
             if close:
                 return [(loc, f"unknown key; did you mean {close[0]!r}?")]
-            return [(loc, f"expected a provider entry (a mapping with 'type'), got {_kind(error)}")]
-        return [(loc, f"expected a mapping, got {_kind(error)}")]
+            got = _kind(error, loc)
+            return [(loc, f"expected a provider entry (a mapping with 'type'), got {got}")]
+        return [(loc, f"expected a mapping, got {_kind(error, loc)}")]
     if kind in _LIST_TYPES:
-        return [(loc, f"expected a list, got {_kind(error)}")]
+        return [(loc, f"expected a list, got {_kind(error, loc)}")]
     if kind == "value_error":
         return [(loc, str(error["msg"]).removeprefix("Value error, "))]
     return [(loc, error["msg"] + _got(loc, error["input"]))]
@@ -73,13 +74,23 @@ def _unknown_key(loc: Loc) -> str:
     return f"unknown key; expected one of: {', '.join(allowed)}" if allowed else "unknown key"
 
 
-def _kind(error: Any) -> str:
+SECRET_SECTIONS = ("platforms", "providers")
+
+
+def _kind(error: Any, loc: Loc = ()) -> str:
+    """What was found instead. Under `platforms` and `providers` only its type:
+    a section written as a scalar there is often a pasted token
+    (`telegram: 123456:AAH…`), so the value is never echoed."""
     value = error["input"]
     if value is None:
         return "nothing"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}" if not isinstance(value, dict) else "a mapping"
+    if isinstance(value, dict):
+        return "a mapping"
+    if loc and loc[0] in SECRET_SECTIONS:
+        return f"a {type(value).__name__}"
+    return f"{type(value).__name__} {value!r}"
 
 
 def _got(loc: Loc, value: Any) -> str:

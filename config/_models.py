@@ -13,6 +13,7 @@ from ._errors import Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
+from ._urls import url_is_usable
 
 __all__ = [
     "AccessConfig",
@@ -99,6 +100,8 @@ class MemoryConfig(Section):
             ("redis://", "rediss://", "unix://")
         ):
             issues.append((("url",), "expected a redis://, rediss:// or unix:// URL"))
+        elif self.backend == "redis" and not url_is_usable(self.url):
+            issues.append((("url",), "the URL cannot be parsed (check host, port and password)"))
         raise_if(issues)
         return self
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from ._models import ChatbridgeConfig, MemoryConfig
+from ._urls import mask_url
 
 __all__ = ["summarize"]
 
@@ -42,17 +41,5 @@ def _platforms(config: ChatbridgeConfig) -> str:
 def describe_store(memory: MemoryConfig) -> str:
     """`sqlite data/chatbridge.db` or `redis redis://host:6379/0` (password hidden)."""
     if memory.backend == "redis":
-        return f"redis {_redact(memory.url)}"
+        return f"redis {mask_url(memory.url)}"
     return f"{memory.backend} {memory.path}"
-
-
-def _redact(url: str) -> str:
-    """Redis URLs may carry a password; the summary ends up in logs and terminals."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

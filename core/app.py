@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config import ChatbridgeConfig
+from config import ChatbridgeConfig, url_secrets
 from core.access import AccessPolicy
 from core.clock import Clock
 from core.engine import Engine, EngineSettings
@@ -156,6 +156,7 @@ def secrets_of(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Iterator
                 yield from walk(value)
 
     yield from walk(config)
+    yield from url_secrets(config.memory.url)
     for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         if environ.get(variable):
             yield environ[variable]

@@ -146,6 +146,8 @@ def test_public_api_is_reexported() -> None:
         "resolve_config_path",
         "summarize",
         "describe_store",
+        "mask_url",
+        "url_secrets",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)

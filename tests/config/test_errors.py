@@ -174,7 +174,7 @@ BROKEN = [
     ),
     pytest.param(
         "platforms:\n  telegram: yes\n",
-        "FILE:2: platforms.telegram: expected a mapping, got bool True",
+        "FILE:2: platforms.telegram: expected a mapping, got a bool",
         id="section-not-mapping",
     ),
     pytest.param(
@@ -287,3 +287,9 @@ def test_issue_formatting() -> None:
     assert str(issue(None, "", "no such file")) == "a.yaml: no such file"
     err = ConfigError([issue(1, "x", "m", "a"), issue(2, "y", "n", "a")])
     assert str(err) == "a:1: x: m\na:2: y: n"
+
+
+def test_a_token_pasted_in_place_of_a_section_is_not_echoed(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "platforms:\n  telegram: '123456:AAHsecretTokenValue'\n")
+    assert render(error) == ["FILE:2: platforms.telegram: expected a mapping, got a str"]
+    assert "AAHsecret" not in str(error)

@@ -165,3 +165,29 @@ def test_chat_with_the_json_backend_writes_the_seed_format(
         "session_name",
         "workdir",
     }
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://:hunter2secret@127.0.0.1:6379/0", "redis://127.0.0.1:6379/0?password=hunter2secret"],
+)
+def test_config_check_never_prints_a_redis_password(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "chatbridge.yaml"
+    path.write_text(f'memory:\n  backend: redis\n  url: "{url}"\n')
+    code, out, err = _run(["config", "check", "--config", str(path)], capsys)
+    assert code == 0, err
+    assert "hunter2secret" not in out + err
+    assert "***" in out
+
+
+def test_an_unparsable_redis_url_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "chatbridge.yaml"
+    path.write_text('memory:\n  backend: redis\n  url: "redis://:pw@host:abc/0"\n')
+    code, _, err = _run(["config", "check", "--config", str(path)], capsys)
+    assert code == 2
+    assert "memory.url" in err
+    assert "Traceback" not in err
