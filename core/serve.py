@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -66,6 +67,11 @@ def _health_app(engine: Engine) -> web.Application:
     return app
 
 
+def _say(sentence: str) -> None:
+    """A start-up failure: one sentence on stderr, as the CLI promises."""
+    print(f"chatbridge: {sentence}", file=sys.stderr, flush=True)
+
+
 async def _close_quietly(platform: Platform) -> None:
     try:
         await platform.aclose()
@@ -83,10 +89,9 @@ async def serve(config: ChatbridgeConfig, *, environ: Mapping[str, str]) -> int:
         server = _health_app(engine)
         platforms = build_platforms(config, engine, server)
         if not platforms:
-            print(
-                "chatbridge: no platform is enabled; set platforms.telegram.enabled: true "
-                "(or talk to the bot with `chatbridge chat`)",
-                flush=True,
+            _say(
+                "no platform is enabled; set platforms.telegram.enabled: true "
+                "(or talk to the bot with `chatbridge chat`)"
             )
             return 2
         runner = web.AppRunner(server, access_log=None)
@@ -94,12 +99,16 @@ async def serve(config: ChatbridgeConfig, *, environ: Mapping[str, str]) -> int:
         site = web.TCPSite(runner, config.server.host, config.server.port)
         started: list[Platform] = []
         try:
-            await site.start()
+            try:
+                await site.start()
+            except OSError as exc:
+                _say(f"cannot listen on {config.server.host}:{config.server.port} ({exc.strerror})")
+                return 1
             for platform in platforms:
                 try:
                     await platform.start()
                 except Exception as exc:  # an SDK's start can fail in many ways
-                    print(f"chatbridge: {platform.name} could not start: {exc}", flush=True)
+                    _say(f"{platform.name} could not start: {exc}")
                     return 1
                 started.append(platform)
             log.info(

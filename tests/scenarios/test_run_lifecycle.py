@@ -55,7 +55,7 @@ async def _start(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Proc
 async def test_run_without_any_platform_says_so(tmp_path: Path) -> None:
     result = await run_cli("run", cwd=tmp_path)
     assert result.code == 2
-    assert "no platform is enabled" in result.stdout + result.stderr
+    assert "no platform is enabled" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -66,7 +66,7 @@ async def test_a_rejected_token_is_one_sentence_without_the_token(tmp_path: Path
         result = await run_cli("run", cwd=tmp_path, env=env)
     output = result.stdout + result.stderr
     assert result.code == 1
-    assert "telegram could not start" in output
+    assert "telegram could not start" in result.stderr
     assert "this-token-is-wrong" not in output
     assert "Traceback" not in output
 
@@ -122,3 +122,17 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
     assert 'chatbridge_messages_total{outcome="answered",platform="telegram"} 1.0' in metrics
     assert 'outcome="duplicate",platform="telegram"} 1.0' in metrics
     assert [r.body["messages"][-1]["content"] for r in openai.requests] == ["Hallo"]
+
+
+async def test_a_port_in_use_is_one_sentence(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+            (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, port))
+            result = await run_cli("run", cwd=tmp_path, env={"TELEGRAM_BOT_TOKEN": telegram.token})
+    assert result.code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert telegram.token not in result.stderr
