@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 FENCE = "```"
 MAX_DELIVERY_ATTEMPTS = 5
 MAX_RETRY_WAIT = 60.0
+MIN_FENCED_LIMIT = 64  # real limits are 2000 (Discord) to 40 000 (Slack)
 
 
 def _open_fence(text: str) -> str | None:
@@ -69,8 +70,9 @@ def split_message(text: str, limit: int, measure: Callable[[str], int] = len) ->
     chunks: list[str] = []
     rest = text
     while measure(rest) > limit:
-        cut = _break_point(rest, _fit(rest, limit, measure))
-        opener = _open_fence(rest[:cut])
+        cut = _break_point(rest, max(1, _fit(rest, limit, measure)))
+        # Below MIN_FENCED_LIMIT reopening fences could eat all progress: hard cuts.
+        opener = _open_fence(rest[:cut]) if limit >= MIN_FENCED_LIMIT else None
         if opener is not None:
             # Inside a fence: cut earlier to leave room for the closing one.
             cut = _break_point(rest, _fit(rest, limit - len(FENCE) - 1, measure))
@@ -119,6 +121,8 @@ class StreamingReply:
         self._text = ""
         self._next_edit_at = 0.0
         self._progress: asyncio.Task[None] | None = None
+        self._closing = False
+        self._wake = asyncio.Event()  # cuts a progress pause short when finishing
 
     @property
     def text(self) -> str:
@@ -135,23 +139,37 @@ class StreamingReply:
         if interval is None or not self._text.strip():
             return
         if self._progress is not None and not self._progress.done():
-            return  # the edit in flight will be followed by one with the latest text
+            return  # the progress loop picks up the latest text itself
         now = self._monotonic()
         if now >= self._next_edit_at:
             self._next_edit_at = now + interval
             self._progress = asyncio.create_task(self._show_progress())
 
     async def _show_progress(self) -> None:
-        try:
-            await self._show(self._text)
-        except DeliveryRetry as exc:
-            # Progress is optional: skip edits until flood control has passed.
-            self._next_edit_at = self._monotonic() + exc.retry_after
-        except DeliveryError as exc:
-            log.info("progress edit refused (%s); the final text will follow", exc)
+        """Show the latest text, then again each interval while it keeps changing,
+        so a model that pauses mid-answer does not leave stale text on screen."""
+        interval = self._outbox.limits.edit_interval or 0.0
+        while not self._closing:
+            shown = self._text
+            try:
+                await self._show(shown)
+            except DeliveryRetry as exc:
+                # Progress is optional: skip edits until flood control has passed.
+                self._next_edit_at = self._monotonic() + exc.retry_after
+            except DeliveryError as exc:
+                log.info("progress edit refused (%s); the final text will follow", exc)
+                return
+            if self._closing or self._text == shown:
+                return
+            delay = max(0.0, self._next_edit_at - self._monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            self._next_edit_at = self._monotonic() + interval
 
     async def finish(self, text: str | None = None) -> None:
         """Deliver the final text (default: everything pushed), retrying floods."""
+        self._closing = True
+        self._wake.set()
         if self._progress is not None:
             await self._progress  # never raises: _show_progress keeps its errors
         if text is not None:

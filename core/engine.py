@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -74,6 +74,7 @@ class Engine:
         self.locks = KeyedLocks()
         self._recent = RecentEvents()
         self._inflight: dict[str, asyncio.Task[str]] = {}
+        self._newest: dict[str, int] = {}  # cancel mode: message count per conversation
         self._command_runner = CommandRunner(self)
 
     async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
@@ -111,9 +112,11 @@ class Engine:
         if command is not None:
             await self._command_runner.run(command, message, outbox)
             return "command"
+        key = conversation.key
         if self.settings.cancel_on_new_message:
-            self.cancel(conversation.key)
-        return await self._run_exclusive(conversation.key, self._answer(message, outbox))
+            self._newest[key] = self._newest.get(key, 0) + 1
+            self.cancel(key)
+        return await self._run_exclusive(key, lambda: self._answer(message, outbox))
 
     def cancel(self, key: str) -> None:
         """Stop the reply in flight for a conversation (its HTTP stream closes)."""
@@ -132,9 +135,17 @@ class Engine:
         if pending:
             await asyncio.wait(pending, timeout=2.0)
 
-    async def _run_exclusive(self, key: str, work: Coroutine[Any, Any, str]) -> str:
+    async def _run_exclusive(self, key: str, work: Callable[[], Coroutine[Any, Any, str]]) -> str:
+        """Run `work()` once this conversation's earlier messages are done.
+
+        In cancel mode a message that was overtaken while it waited for the
+        lock is dropped (only the newest of a burst is answered).
+        """
+        ticket = self._newest.get(key, 0)
         async with self.locks.hold(key):
-            task = asyncio.create_task(work)
+            if self._newest.get(key, 0) != ticket:
+                return "cancelled"
+            task = asyncio.create_task(work())
             self._inflight[key] = task
             try:
                 return await task
@@ -148,6 +159,8 @@ class Engine:
             finally:
                 if self._inflight.get(key) is task:
                     del self._inflight[key]
+                if self._newest.get(key) == ticket and self.locks.users(key) == 1:
+                    self._newest.pop(key, None)
 
     def say(self, key: str, **values: object) -> str:
         return say(self.settings.language, key, **values)
@@ -270,8 +283,10 @@ async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIt
 
     async def keep_typing() -> None:
         while not reply.started:
-            with contextlib.suppress(DeliveryError):
+            try:
                 await outbox.typing()
+            except Exception as exc:  # cosmetic: never let it end a good answer
+                log.debug("typing indicator failed: %s", exc)
             await asyncio.sleep(TYPING_REFRESH)
 
     task = asyncio.create_task(keep_typing())

@@ -34,6 +34,10 @@ class KeyedLocks:
             else:
                 self._locks[key] = (lock, users - 1)
 
+    def users(self, key: str) -> int:
+        """Tasks holding or waiting for `key`'s lock."""
+        return self._locks.get(key, (None, 0))[1]
+
     def __len__(self) -> int:
         return len(self._locks)
 

@@ -130,3 +130,31 @@ def test_limits_can_count_utf16_units_like_telegram() -> None:
     assert all(utf16(chunk) <= 4096 for chunk in chunks)
     assert any(len(chunk) > 3500 for chunk in chunks), "chunks should still be near the limit"
     assert " ".join(chunks).split() == text.split()
+
+
+async def test_a_pause_in_the_stream_still_shows_the_latest_text() -> None:
+    release = asyncio.Event()
+
+    class SlowOutbox(RecordingOutbox):
+        async def send(self, text: str):  # type: ignore[no-untyped-def]
+            await release.wait()
+            return await super().send(text)
+
+    outbox = SlowOutbox(edit_interval=0.05)
+    reply = StreamingReply(outbox)
+    await reply.push("Das Paket ")
+    await asyncio.sleep(0.01)  # the first progress call is held by the platform
+    await reply.push("kommt am Mittwoch.")  # the model then pauses
+    release.set()
+    await asyncio.sleep(0.3)  # no more deltas, no finish yet
+    assert outbox.last == "Das Paket kommt am Mittwoch."
+    await reply.finish()
+    assert outbox.last == "Das Paket kommt am Mittwoch."
+
+
+@pytest.mark.parametrize("limit", [1, 2, 8, 16, 63, 64, 65, 100])
+def test_tiny_limits_always_terminate_and_respect_the_limit(limit: int) -> None:
+    text = "```python\n" + "x = 1\n\n\n" * 30 + "```\n\nEnde " * 3
+    chunks = split_message(text, limit)
+    assert all(len(chunk) <= limit for chunk in chunks)
+    assert "".join("".join(chunks).split()).count("x=1") >= 30

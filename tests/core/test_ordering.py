@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from core.engine import EngineSettings
+from core.models import Conversation, IncomingMessage
 from providers.base import ProviderUnavailable
 from providers.fallback import FallbackProvider
-from tests.support.fakes import ScriptedProvider
+from tests.support.fakes import RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 
 
@@ -142,3 +143,37 @@ async def test_a_store_outage_gets_one_sentence_not_silence(tmp_path: Path) -> N
         reply == "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
     )
     assert bot.provider.prompts == []
+
+
+async def test_cancel_policy_answers_only_the_newest_of_a_burst(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    provider = ScriptedProvider(lambda prompt: [f"zu {prompt.messages[-1].content}"], gate=gate)
+    settings = replace(EngineSettings(), cancel_on_new_message=True)
+    bot = await make_testbot(tmp_path, provider=provider, settings=settings)
+    burst = []
+    for text in ("m1", "m2", "m3"):
+        burst.append(asyncio.create_task(bot.say(text)))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.01)
+    gate.set()
+    replies = await asyncio.wait_for(asyncio.gather(*burst), 2.0)
+    assert replies == ["", "", "zu m3"]
+    ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
+    assert [e.user_message for e in ring] == ["m3"]
+    assert bot.engine._newest == {}, "cancel bookkeeping must not grow"
+    assert len(bot.engine.locks) == 0
+    await bot.engine.store.aclose()
+
+
+async def test_a_failing_typing_indicator_never_ends_a_good_answer(tmp_path: Path) -> None:
+    bot = await make_testbot(tmp_path)
+
+    class BrokenTyping(RecordingOutbox):
+        async def typing(self) -> None:
+            raise RuntimeError("typing endpoint exploded")
+
+    outbox = BrokenTyping()
+    conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
+    await bot.engine.handle(IncomingMessage(conversation=conversation, text="Hallo"), outbox)
+    assert outbox.texts == ["echo: Hallo"]
+    await bot.engine.store.aclose()
