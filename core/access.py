@@ -47,6 +47,14 @@ class AccessPolicy:
         """A CLI user argument (`platform:id` or identity name) -> ring owner."""
         return self._identity_of.get(user, user)
 
+    def ring_keys(self, user: str) -> set[str]:
+        """Every key the person's data may be stored under: the identity name
+        and each member ID (data from before the identity was configured stays
+        under the plain ID). `forget` erases all of them."""
+        name = self.resolve(user)
+        members = {m for m, owner in self._identity_of.items() if owner == name}
+        return {user, name, *members}
+
     def allowed(self, conversation: Conversation) -> bool:
         if conversation.platform in ALWAYS_ALLOWED_PLATFORMS:
             return True
@@ -56,7 +64,3 @@ class AccessPolicy:
             self.ring_user(conversation),
         }
         return not candidates.isdisjoint(self._allow | self._admins)
-
-    def is_admin(self, conversation: Conversation) -> bool:
-        user = conversation.user_id
-        return user in self._admins or self.ring_user(conversation) in self._admins

@@ -94,12 +94,15 @@ async def _chat(
 
 
 async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
-    user = access_from_config(config).resolve(args.user)
+    access = access_from_config(config)
+    user = access.resolve(args.user)
     store = await store_from_config(config)
     try:
         if args.action == "forget":
-            await store.forget(user)
-            print(f"forgot {user}: ring, sessions and usage erased")
+            keys = sorted(access.ring_keys(args.user))
+            for key in keys:
+                await store.forget(key)
+            print(f"forgot {', '.join(keys)}: ring, sessions and usage erased")
         else:
             entries = await store.ring(user, since=0.0)
             print(json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False))

@@ -75,7 +75,8 @@ class CommandRunner:
         user = engine.access.ring_user(message.conversation)
         engine.cancel(key)
         async with engine.locks.hold(key):
-            await engine.store.forget(user)
+            for ring_key in sorted(engine.access.ring_keys(user)):
+                await engine.store.forget(ring_key)
         return engine.say("forget")
 
     async def _visible(self, message: IncomingMessage) -> list[MemoryEntry]:

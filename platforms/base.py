@@ -54,8 +54,8 @@ class DeliveryError(Exception):
     """Root of delivery failures.
 
     `DeliveryError` -> `DeliveryRetry(retry_after)` (flood control; try again
-    after waiting) | `FormattingRejected` (the platform refused the markup;
-    send as plain text instead).
+    after waiting). A refused markup is the outbox's own business: it resends
+    the text plain, so the answer is never lost.
     """
 
 
@@ -63,10 +63,6 @@ class DeliveryRetry(DeliveryError):
     def __init__(self, retry_after: float) -> None:
         super().__init__(f"platform asks to retry after {retry_after:g}s")
         self.retry_after = retry_after
-
-
-class FormattingRejected(DeliveryError):
-    pass
 
 
 class Platform(Protocol):

@@ -8,7 +8,6 @@ once it is complete, followed by a blank line.
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 from typing import TextIO
 
@@ -84,7 +83,3 @@ class ConsolePlatform:
 
         threading.Thread(target=pump, name="console-stdin", daemon=True).start()
         return lines
-
-
-def default_streams() -> tuple[TextIO, TextIO]:
-    return sys.stdin, sys.stdout

@@ -191,3 +191,21 @@ def test_an_unparsable_redis_url_is_a_config_error(
     assert code == 2
     assert "memory.url" in err
     assert "Traceback" not in err
+
+
+def test_forget_reaches_data_from_before_the_identity_was_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _chat(tmp_path, "Alte Nachricht\n", monkeypatch, "--user", "telegram:579304651") == 0
+    (tmp_path / "chatbridge.yaml").write_text(
+        "identities:\n  alice: [telegram:579304651, slack:U0123]\n"
+    )
+    assert _chat(tmp_path, "Neue Nachricht\n", monkeypatch, "--user", "alice") == 0
+    capsys.readouterr()
+    code, out, _ = _run(["memory", "forget", "--user", "alice"], capsys)
+    assert code == 0
+    assert "telegram:579304651" in out
+    for file in (tmp_path / "data").iterdir():
+        content = file.read_bytes()
+        assert b"Alte Nachricht" not in content, file
+        assert b"Neue Nachricht" not in content, file

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.metrics import OUTCOMES
 from tests.support.testbot import ALICE, TestBot
 
 
@@ -13,6 +14,7 @@ async def test_outcomes_are_counted_by_platform_without_user_ids(bot: TestBot) -
     await bot.say("Nochmal", event_id="e1")
     text = bot.engine.metrics.render().decode()
     for outcome, count in (("answered", 2), ("command", 1), ("denied", 1), ("duplicate", 1)):
+        assert outcome in OUTCOMES
         line = f'chatbridge_messages_total{{outcome="{outcome}",platform="telegram"}} {count}.0'
         assert line in text, line
     assert 'chatbridge_reply_seconds_count{platform="telegram"} 2.0' in text
