@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from core.delivery import send_text
-from core.memory import visible_entries
+from core.memory import format_time, visible_entries
 from core.models import IncomingMessage, MemoryEntry
 from core.texts import human_duration
 from platforms.base import Outbox
@@ -38,8 +37,8 @@ def parse_command(text: str) -> Command | None:
 
 
 def _format_entry(entry: MemoryEntry, engine: Engine) -> str:
-    moment = datetime.fromtimestamp(entry.timestamp, engine.settings.timezone)
-    return f"[{moment:%d.%m. %H:%M}]\nUser: {entry.user_message}\nBot: {entry.assistant_summary}"
+    when = format_time(entry.timestamp, engine.settings.timezone)
+    return f"[{when}]\nUser: {entry.user_message}\nBot: {entry.assistant_summary}"
 
 
 class CommandRunner:

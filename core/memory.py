@@ -20,6 +20,7 @@ __all__ = [
     "build_bridge",
     "cut_summary",
     "cut_text",
+    "format_time",
     "neutralise",
     "scope_of",
     "visible_entries",
@@ -128,7 +129,8 @@ def visible_entries(
     return [entry for entry in entries if entry.scope == scope]
 
 
-def _format_time(timestamp: float, tz: tzinfo | None) -> str:
+def format_time(timestamp: float, tz: tzinfo | None) -> str:
+    """The seed's entry time, `05.04. 14:23`."""
     return datetime.fromtimestamp(timestamp, tz).strftime("%d.%m. %H:%M")
 
 
@@ -156,7 +158,7 @@ def build_bridge(
     lines = ["<conversation_history>", texts.heading]
     for entry in entries:
         lines += [
-            f"\n[{_format_time(entry.timestamp, tz)}]",
+            f"\n[{format_time(entry.timestamp, tz)}]",
             f"User: {neutralise(entry.user_message)}",
             f"Bot: {neutralise(entry.assistant_summary)}",
         ]
