@@ -6,6 +6,7 @@ malformed input; callers turn that into `StoreCorrupt` naming their file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +16,8 @@ from core.models import MemoryEntry, Session, Turn
 from core.store.base import StoreCorrupt, StoreError
 
 ENTRY_FIELDS = ("timestamp", "user_message", "assistant_summary", "session_name", "workdir")
+# Tombstones of `forget` only have to outlive replies in flight at the time.
+TOMBSTONE_KEEP = 7 * 24 * 3600.0
 
 
 def corrupt(path: Path, kind: str, reason: str) -> StoreCorrupt:
@@ -58,7 +61,7 @@ def session_to_json(session: Session) -> dict[str, Any]:
 def session_from_json(key: str, raw: Any) -> Session:
     if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
         raise ValueError(f"session {key!r} is malformed")
-    if not _is_num(raw.get("started_at")) or not _is_num(raw.get("last_active")):
+    if not is_num(raw.get("started_at")) or not is_num(raw.get("last_active")):
         raise ValueError(f"session {key!r} has no timestamps")
     turns = turns_from_json(raw.get("turns"))
     return Session(key, raw["user"], float(raw["started_at"]), float(raw["last_active"]), turns)
@@ -85,7 +88,7 @@ def entry_from_json(raw: Any) -> MemoryEntry:
     """
     if not isinstance(raw, dict):
         raise ValueError("not an object")
-    if not _is_num(raw.get("timestamp")) or not _all_str(raw, ENTRY_FIELDS[1:4]):
+    if not is_num(raw.get("timestamp")) or not _all_str(raw, ENTRY_FIELDS[1:4]):
         raise ValueError("missing timestamp, user_message, assistant_summary or session_name")
     extra = {k: raw.get(k, "") for k in ("workdir", "user", "scope")}
     if not all(isinstance(v, str) for v in extra.values()):
@@ -102,6 +105,16 @@ def legacy_user(session_name: str) -> str:
     return f"{platform}:{ident}" if ok else ""
 
 
+def user_hash(user: str) -> str:
+    """How a tombstone names a forgotten user: SHA-256 hex, no readable ID is kept."""
+    return hashlib.sha256(user.encode("utf-8")).hexdigest()
+
+
+def forgotten_since(at: float | None, started_at: float) -> bool:
+    """A forget at or after the session's start: its exchange must not be written."""
+    return at is not None and at >= started_at
+
+
 def fsync_dir(directory: Path) -> None:
     """Make a rename durable: the directory entry itself must reach the disk."""
     fd = os.open(directory, os.O_RDONLY)
@@ -111,7 +124,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _is_num(v: Any) -> bool:
+def is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 

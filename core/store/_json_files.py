@@ -18,6 +18,7 @@ from core.store._codec import (
     entry_from_json,
     entry_to_json,
     fsync_dir,
+    is_num,
     session_from_json,
     session_to_json,
     unreadable,
@@ -27,11 +28,13 @@ from core.store.base import StoreError
 
 @dataclass(slots=True)
 class State:
-    """The sidecar: sessions by key, usage by user then day, and the commit marker."""
+    """The sidecar: sessions by key, usage by user then day, the commit marker,
+    and `forget`'s tombstones (SHA-256 of the user ID → wall-clock time)."""
 
     sessions: dict[str, Session] = field(default_factory=dict)
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)
     last_entry: MemoryEntry | None = None
+    forgotten: dict[str, float] = field(default_factory=dict)
 
 
 def read_ring(path: Path) -> list[MemoryEntry]:
@@ -58,6 +61,9 @@ def read_state(path: Path) -> State:
         sessions, usage = _object(data, "sessions"), _object(data, "usage")
         if not all(isinstance(days, dict) for days in usage.values()):
             raise ValueError("usage must map users to days")
+        forgotten = _object(data, "forgotten")  # absent in files written before tombstones
+        if not all(is_num(at) for at in forgotten.values()):
+            raise ValueError("forgotten must map hashes to times")
         last = data.get("last_entry")
         return State(
             {key: session_from_json(key, raw) for key, raw in sessions.items()},
@@ -69,6 +75,7 @@ def read_state(path: Path) -> State:
                 for user, days in usage.items()
             },
             None if last is None else entry_from_json(last),
+            {h: float(at) for h, at in forgotten.items()},
         )
     except (ValueError, TypeError, KeyError) as err:
         raise corrupt(path, "JSON", f"malformed state: {err}") from err
@@ -91,6 +98,7 @@ def state_bytes(state: State) -> bytes:
                 if days
             },
             "last_entry": None if state.last_entry is None else entry_to_json(state.last_entry),
+            "forgotten": state.forgotten,
         }
     )
 

@@ -10,6 +10,12 @@ from core.store._codec import fsync_dir
 from core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
 from core.store.base import StoreError
 
+# Tombstones of forgotten ring owners (SHA-256 of the user ID, wall-clock time
+# of the forget), so a reply in flight during `forget` cannot write back.
+# Added after files were first made with schema 1, hence also created at connect.
+FORGOTTEN_TABLE = """
+CREATE TABLE IF NOT EXISTS forgotten(user_hash TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
+"""
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
@@ -27,7 +33,7 @@ CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
-"""
+{FORGOTTEN_TABLE}"""
 
 
 def create(path: Path) -> None:
@@ -79,6 +85,8 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
         db.execute("PRAGMA wal_autocheckpoint = 10000")
         needs_vacuum = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
         db.execute("SELECT count(*) FROM meta").fetchone()
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'forgotten'").fetchone():
+            db.execute(FORGOTTEN_TABLE)  # a file made before tombstones existed
     except sqlite3.Error as err:
         db.close()
         if is_locked(err):

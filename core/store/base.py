@@ -28,7 +28,14 @@ class Store(Protocol):
         ...
 
     async def commit_exchange(self, exchange: Exchange) -> None:
-        """Store session + ring entry + usage at once, then trim the ring."""
+        """Store session + ring entry + usage at once, then trim the ring.
+
+        If `exchange.ring_user` was forgotten at or after
+        `exchange.session.started_at` (a reply that was in flight during
+        `forget`, whose session holds the forgotten history), nothing at all is
+        written and the call returns normally. The check is part of the same
+        transaction; a session started after the forget is stored as usual.
+        """
         ...
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
@@ -36,7 +43,14 @@ class Store(Protocol):
         ...
 
     async def forget(self, user: str) -> None:
-        """Erase the user's ring, sessions and usage so nothing stays readable."""
+        """Erase the user's ring, sessions and usage so nothing stays readable.
+
+        In the same transaction it records a tombstone: the SHA-256 hex of
+        `user` (never the ID itself) and the wall-clock time of the forget
+        (`time.time()`), which `commit_exchange` honours so the forget sticks.
+        Session start times come from the engine's clock, which must therefore
+        be wall time. Tombstones may be dropped after 7 days.
+        """
         ...
 
     async def usage(self, user: str, *, day: str) -> Usage: ...

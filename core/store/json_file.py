@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from core.models import Exchange, MemoryEntry, Session, Usage
-from core.store._codec import copy_session, unreadable
+from core.store._codec import (
+    TOMBSTONE_KEEP,
+    copy_session,
+    forgotten_since,
+    unreadable,
+    user_hash,
+)
 from core.store._json_files import (
     State,
     atomic_write,
@@ -31,7 +38,9 @@ class JsonStore:
     the seed's format plus `user` and `scope` (seed entries without them are
     migrated on load, see `_codec.entry_from_json`; the file is rewritten in
     the new form by the next write, never by `open`). `<path>.state.json`
-    holds `{"sessions", "usage", "last_entry"}`.
+    holds `{"sessions", "usage", "last_entry", "forgotten"}`; `forgotten` maps
+    the SHA-256 of each forgotten user ID to the wall-clock time of the forget
+    (pruned after 7 days), so a reply in flight during `forget` is not written.
 
     Atomicity across two files: a commit writes the state file first, carrying
     the new entry as `last_entry`; that rename is the commit point. If the
@@ -91,10 +100,13 @@ class JsonStore:
 
         If the state write fails nothing changed. If only the ring write fails the
         exchange is committed (the state file has it) and `StoreError` still tells
-        the caller the disk is in trouble.
+        the caller the disk is in trouble. Writes nothing if `ring_user` was
+        forgotten at or after the session started.
         """
         user, key, day = exchange.ring_user, exchange.session.key, exchange.day
         state = self._live()
+        if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
+            return  # a reply in flight during forget(); see base.Store.forget
         days = state.usage.setdefault(user, {})
         before = (self._ring.get(user), state.sessions.get(key), days.get(day), state.last_entry)
         entry = replace(exchange.entry, user=user)
@@ -120,8 +132,13 @@ class JsonStore:
         return [e for e in self._ring.get(user, []) if e.timestamp > since][-self._max :]
 
     async def forget(self, user: str) -> None:
-        """Drop the user everywhere and rewrite both files; the old files are unlinked."""
+        """Drop the user everywhere, leave a tombstone (pruning ones older than
+        7 days) and rewrite both files; the old files are unlinked."""
         state = self._live()
+        now = time.time()
+        state.forgotten = {h: at for h, at in state.forgotten.items() if at >= now - TOMBSTONE_KEEP}
+        name = user_hash(user)
+        state.forgotten[name] = max(now, state.forgotten.get(name, now))
         state.sessions = {k: s for k, s in state.sessions.items() if s.user != user}
         state.usage.pop(user, None)
         if state.last_entry is not None and state.last_entry.user == user:

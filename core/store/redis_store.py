@@ -17,12 +17,16 @@ session keys may contain ':' (``telegram:579304651``,
                                     and '%' in `day` are %-escaped, so the
                                     first ':' after the day ends it
     P user-days:{user}       SET    the days that have a usage key for `user`
+    P forgotten:{sha256}     STRING the wall-clock time (repr of a float) of the
+                                    last `forget` of the user whose ID has this
+                                    SHA-256 hex digest; see Forget below
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
 user-sessions get `ttl` (7 days by default), usage keys 8 days (only today's
 count is ever read), user-days the longer of the two so it outlives every key
 it lists. A user who stays away longer than that is gone without `forget`.
+Tombstones (forgotten:) live as long as user-days and are never refreshed.
 
 Atomicity: `commit_exchange`, `save_session` and `forget` are one MULTI/EXEC
 transaction each, so other clients see all of a write or none of it. Redis
@@ -43,9 +47,20 @@ may list keys the user no longer owns. `forget` reads each listed session's
 owner under WATCH and erases only the user's own; stale entries disappear with
 the set.
 
-Privacy: `forget` DELetes every key above for the user. Whether the text then
-lingers in an RDB snapshot or AOF file until the next rewrite is the server's
-persistence configuration, not ours.
+Forget: `forget` DELetes every key above for the user and, in the same
+transaction, SETs the tombstone. `commit_exchange` GETs the tombstone in its
+type-check round trip and writes nothing if it is at or after the session's
+`started_at` (a reply that was in flight during the forget). A forget landing
+in the gap between that check and the commit's EXEC is caught by a second GET
+inside the MULTI: the commit then erases the user again (keeping the
+tombstone), so forget wins even there, at the price of anything the user
+committed since the forget. Times are wall clocks of the clients, so bot
+hosts sharing a server need synchronised clocks.
+
+Privacy: `forget` DELetes every key above for the user, and the tombstone
+names the user only by hash. Whether the text then lingers in an RDB snapshot
+or AOF file until the next rewrite is the server's persistence configuration,
+not ours.
 
 Errors: a server that cannot be reached raises `StoreError` naming the URL;
 a password in the URL (``redis://user:pw@host`` or ``?password=``) is shown as
@@ -58,6 +73,7 @@ import asyncio
 import json
 import os
 import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -77,7 +93,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store._codec import entry_from_json, entry_to_json, turns_from_json
+from core.store._codec import (
+    entry_from_json,
+    entry_to_json,
+    forgotten_since,
+    turns_from_json,
+    user_hash,
+)
 from core.store.base import StoreCorrupt, StoreError
 
 DEFAULT_TTL = 7 * 24 * 3600.0
@@ -136,6 +158,9 @@ class RedisStore:
 
     def _days_set(self, user: str) -> str:
         return f"{self._prefix}user-days:{user}"
+
+    def _tombstone_key(self, user: str) -> str:
+        return f"{self._prefix}forgotten:{user_hash(user)}"
 
     # -- the Store protocol -------------------------------------------------
 
@@ -203,7 +228,8 @@ class RedisStore:
 
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One MULTI/EXEC: session, its new turns, ring entry (filed under
-        `ring_user`), usage, then both trims and the expiries."""
+        `ring_user`), usage, then both trims and the expiries — or nothing if
+        `ring_user` was forgotten at or after the session started."""
         user, session, usage = exchange.ring_user, exchange.session, exchange.usage
         key = session.key
         hkey, tkey, owned = (
@@ -216,11 +242,13 @@ class RedisStore:
             self._usage_key(user, exchange.day),
             self._days_set(user),
         )
+        tomb = self._tombstone_key(user)
         kept = len(session.turns)
         added = [_turn_json(t) for t in session.turns[kept - exchange.added_turns :]]
         entry = json.dumps(entry_to_json(replace(exchange.entry, user=user)), ensure_ascii=False)
 
         def queue(tx: Pipeline) -> None:
+            tx.get(tomb)  # first: did a forget land after the check below?
             tx.hset(hkey, mapping=_session_fields(session))
             if added:
                 tx.rpush(tkey, *added)
@@ -240,7 +268,17 @@ class RedisStore:
             tx.pexpire(days, max(self._ttl_ms, self._usage_ttl_ms))
 
         expect = {hkey: "hash", tkey: "list", owned: "set", rkey: "list", ukey: "hash", days: "set"}
-        await self._transaction(expect, queue, counters=ukey)
+        expect[tomb] = "string"
+        client = self._conn()
+        with self._errors("write"):
+            at = await self._check_types(expect, ukey, tombstone=tomb)
+            if forgotten_since(at, session.started_at):
+                return  # a reply in flight during forget(); see base.Store.forget
+            async with client.pipeline(transaction=True) as tx:
+                queue(tx)
+                results = await tx.execute()
+        if forgotten_since(self._tombstone_at(tomb, results[0]), session.started_at):
+            await self._erase(user, at=None, also=(hkey, tkey))  # forget won the race
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
@@ -256,8 +294,15 @@ class RedisStore:
         return newer[-self._max :]
 
     async def forget(self, user: str) -> None:
-        """DEL the user's ring, usage days and own sessions in one transaction."""
+        """DEL the user's ring, usage days and own sessions and SET the
+        tombstone in one transaction."""
+        await self._erase(user, at=time.time())
+
+    async def _erase(self, user: str, *, at: float | None, also: Sequence[str] = ()) -> None:
+        """`forget`'s transaction: DEL the user's keys and `also`; SET the tombstone
+        to `at` unless it is None (a commit cleaning up after a lost race)."""
         owned, days = self._sessions_set(user), self._days_set(user)
+        tomb, tomb_ms = self._tombstone_key(user), max(self._ttl_ms, self._usage_ttl_ms)
         client = self._conn()
         with self._errors("forget"):
             for attempt in range(_MAX_ATTEMPTS):
@@ -277,7 +322,11 @@ class RedisStore:
                             if owner is None or owner == user:
                                 doomed += [self._session_key(k), self._turns_key(k)]
                         tx.multi()
-                        tx.delete(*doomed)
+                        tx.delete(*doomed, *also)
+                        if at is not None:
+                            # Taken as late as possible: a session started after
+                            # this instant read the ring after the DEL.
+                            tx.set(tomb, repr(max(at, time.time())), px=tomb_ms)
                         await tx.execute()
                         return
                     except WatchError:
@@ -315,24 +364,32 @@ class RedisStore:
                 queue(tx)
                 await tx.execute()
 
-    async def _check_types(self, expect: dict[str, str], counters: str | None) -> None:
-        """Raise `StoreCorrupt` for a key that exists with another type than expected."""
+    async def _check_types(
+        self, expect: dict[str, str], counters: str | None, *, tombstone: str | None = None
+    ) -> float | None:
+        """Raise `StoreCorrupt` for a key that exists with another type than expected;
+        in the same round trip GET `tombstone` and return its time (None if absent)."""
         pipe = self._conn().pipeline(transaction=False)
         for k in expect:
             pipe.type(k)
         if counters is not None:
             pipe.hmget(counters, list(_COUNTERS))
+        if tombstone is not None:
+            pipe.get(tombstone)
         results = await pipe.execute(raise_on_error=False)
         for (k, want), found in zip(expect.items(), results, strict=False):
             if isinstance(found, Exception):
                 raise found
             if found not in ("none", want):
                 raise self._corrupt(k, f"it is a {found}, not a {want}")
+        rest = results[len(expect) :]
+        for r in rest:
+            if isinstance(r, Exception):
+                raise r
         if counters is not None:
-            if isinstance(results[-1], Exception):
-                raise results[-1]
-            for value in results[-1]:
+            for value in rest.pop(0):
                 self._counter(counters, value)
+        return None if tombstone is None else self._tombstone_at(tombstone, rest[0])
 
     async def _read(
         self,
@@ -363,6 +420,14 @@ class RedisStore:
             return turns_from_json([json.loads(t) for t in raw])
         except ValueError as err:
             raise self._corrupt(tkey, str(err)) from err
+
+    def _tombstone_at(self, key: str, value: str | None) -> float | None:
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError as err:
+            raise self._corrupt(key, f"time {value!r} is not a number") from err
 
     def _counter(self, ukey: str, value: str | None) -> int:
         if value is None:

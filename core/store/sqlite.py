@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 from core.models import Exchange, MemoryEntry, Session, Turn, Usage
 from core.store import _sqlite_check, _sqlite_file
-from core.store._codec import unreadable
+from core.store._codec import TOMBSTONE_KEEP, unreadable, user_hash
 from core.store.base import StoreError
 
 _UPSERT_SESSION = """
@@ -39,6 +40,11 @@ DELETE FROM ring WHERE user = ?1 AND id <= (
 _RING = """
 SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
+# A forget at or after the session's start: the exchange must not be written.
+_FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
+_TOMBSTONE = """
+INSERT INTO forgotten(user_hash, at) VALUES (?, ?)
+ON CONFLICT(user_hash) DO UPDATE SET at = max(at, excluded.at)"""
 
 
 class SqliteStore:
@@ -58,7 +64,11 @@ class SqliteStore:
 
     Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
     checkpoints the WAL and truncates it, so the forgotten text is in neither
-    the database nor the `-wal` file afterwards.
+    the database nor the `-wal` file afterwards. `forget` also leaves a
+    tombstone (SHA-256 of the user ID, wall-clock time) in `forgotten`, which
+    `commit_exchange` checks in its transaction so a reply that was in flight
+    cannot write the user back; tombstones older than 7 days are pruned by the
+    next `forget`.
 
     Several processes may share a file (WAL: readers never block the writer),
     so admin commands work while the bot runs; sessions are read from the
@@ -113,7 +123,8 @@ class SqliteStore:
 
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One transaction: session, its new turns, ring entry (filed under
-        `ring_user`), usage, then both trims."""
+        `ring_user`), usage, then both trims — or nothing if `ring_user` was
+        forgotten at or after the session started."""
         user, e, u = exchange.ring_user, exchange.entry, exchange.usage
         session, key = exchange.session, exchange.session.key
         added = session.turns[len(session.turns) - exchange.added_turns :]
@@ -127,6 +138,8 @@ class SqliteStore:
             e.scope,
         )
         with self._txn() as db:
+            if db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+                return  # a reply in flight during forget(); see base.Store.forget
             db.execute(_UPSERT_SESSION, _session_row(session, key))
             db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
             db.execute(_TRIM_TURNS, (key, len(session.turns)))
@@ -142,7 +155,8 @@ class SqliteStore:
         return [MemoryEntry(*row) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
-        """Delete the user's rows, then flush and truncate the WAL that still held them.
+        """Delete the user's rows and record a tombstone (pruning ones older than
+        7 days), then flush and truncate the WAL that still held the rows.
 
         Sessions have no index on `user` (it would cost a page write per commit),
         so this scans them; forget is rare and the scan takes milliseconds.
@@ -153,6 +167,9 @@ class SqliteStore:
             )
             for table in ("ring", "sessions", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
+            now = time.time()
+            db.execute("DELETE FROM forgotten WHERE at < ?", (now - TOMBSTONE_KEEP,))
+            db.execute(_TOMBSTONE, (user_hash(user), now))
         try:
             if self._vacuum_on_forget:
                 self._conn().execute("VACUUM")

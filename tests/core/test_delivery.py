@@ -146,7 +146,7 @@ async def test_a_pause_in_the_stream_still_shows_the_latest_text() -> None:
     await asyncio.sleep(0.01)  # the first progress call is held by the platform
     await reply.push("kommt am Mittwoch.")  # the model then pauses
     release.set()
-    await asyncio.sleep(0.3)  # no more deltas, no finish yet
+    await asyncio.sleep(0.5)  # no more deltas, no finish yet
     assert outbox.last == "Das Paket kommt am Mittwoch."
     await reply.finish()
     assert outbox.last == "Das Paket kommt am Mittwoch."

@@ -39,7 +39,7 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
         provider = _provider(kind, fake)
         bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
         pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
-        for _ in range(100):
+        for _ in range(500):
             if fake.open_streams:
                 break
             await asyncio.sleep(0.01)

@@ -7,6 +7,7 @@ our own small interfaces so engine tests can script time and streams.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,8 +19,9 @@ from providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageR
 class ManualClock:
     """Wall time that moves only when a test says so."""
 
-    def __init__(self, start: float = 1_743_858_000.0) -> None:  # 2025-04-05 13:00 UTC
-        self.value = start
+    def __init__(self, start: float | None = None) -> None:
+        # Near real time by default: forget tombstones are stamped with wall time.
+        self.value = float(int(time.time())) if start is None else start
 
     def now(self) -> float:
         return self.value

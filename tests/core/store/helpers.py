@@ -88,11 +88,15 @@ def exchange(
     key: str = "",
     day: str = "2025-04-05",
     tokens: tuple[int, int] = (3, 5),
+    started: float | None = None,
 ) -> Exchange:
-    """One answered message whose text appears in the session, ring entry and summary."""
+    """One answered message whose text appears in the session, ring entry and summary.
+
+    The session started at `started`, by default a minute before `ts`.
+    """
     key = key or f"{user}:chat"
     turns = [Turn("user", text), Turn("assistant", f"answer to {text}")]
-    session = Session(key, user, ts - 60.0, ts, turns)
+    session = Session(key, user, ts - 60.0 if started is None else started, ts, turns)
     entry = MemoryEntry(ts, text, f"summary of {text}", f"sess_{key}", "/srv", user, "private")
     return Exchange(user, session, entry, Usage(*tokens), day)
 

@@ -132,6 +132,7 @@ CASES: dict[str, tuple[str, Callable[[str], Damage]]] = {
     "json-object": ("json", lambda b: _write(b'{"entries": []}')),
     "json-bad-entry": ("json", lambda b: _write(b'[{"timestamp": "yesterday"}]')),
     "json-bad-state": ("json", lambda b: _state_file(b, b'{"sessions": [1, 2]}')),
+    "json-bad-tombstone": ("json", lambda b: _state_file(b, b'{"forgotten": {"ab": "now"}}')),
     "json-garbage-state": ("json", lambda b: _state_file(b, GARBAGE)),
 }
 

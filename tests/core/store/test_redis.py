@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from core.models import Session, Turn, Usage
 from core.store import RedisStore, StoreCorrupt, StoreError, open_store
+from core.store._codec import user_hash
 from tests.core.store.helpers import (
     REDIS_URL,
     exchange,
@@ -161,6 +162,7 @@ FOREIGN = {  # which of the commit's keys is somebody else's, and as what
     "usage": (f"usage:{DAY}:telegram:1", "string"),
     "user-days": ("user-days:telegram:1", "hash"),
     "usage-counter": (f"usage:{DAY}:telegram:1", "bad-counter"),
+    "forgotten": (f"forgotten:{user_hash('telegram:1')}", "hash"),
 }
 
 
@@ -264,7 +266,57 @@ async def test_forget_retries_when_the_user_commits_meanwhile(
     await other.aclose()
 
     assert calls > 2  # the first EXEC was aborted by WATCH and forget ran again
-    assert redis_keys(prefix) == {}  # the late session and day went too
+    # The late session and day went too; only the tombstone (by hash) is left.
+    assert list(redis_keys(prefix)) == [f"{prefix}forgotten:{user_hash('telegram:1')}"]
+
+
+async def test_tombstone_is_hashed_and_expires_no_sooner_than_usage(
+    prefix: str, raw: aioredis.Redis
+) -> None:
+    s = RedisStore(REDIS_URL, max_entries=3, prefix=prefix, ttl=600)
+    await s.open()
+    await s.commit_exchange(exchange("hi", user=USER, key=KEY, day=DAY))
+    await s.forget(USER)
+    await s.aclose()
+
+    tomb = f"{prefix}forgotten:{user_hash(USER)}"
+    assert list(redis_keys(prefix)) == [tomb]
+    eight_days = 8 * 24 * 3600 * 1000
+    assert eight_days - 10_000 < await raw.pttl(tomb) <= eight_days
+
+
+async def test_a_forget_between_check_and_exec_still_wins(
+    store: RedisStore, prefix: str, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit's type check saw no tombstone; forget lands before its EXEC."""
+    first = exchange(SECRET, user="telegram:1", key="telegram:1:a")
+    await store.commit_exchange(first)
+    await store.commit_exchange(exchange(KEPT, user="discord:2"))
+    admin = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    await admin.open()
+    original = store._check_types
+
+    async def forget_meanwhile(*args: Any, **kwargs: Any) -> float | None:
+        at = await original(*args, **kwargs)
+        await admin.forget("telegram:1")
+        return at
+
+    monkeypatch.setattr(store, "_check_types", forget_meanwhile)
+    late = replace(first, session=replace(first.session, last_active=2000.0))
+    await store.commit_exchange(late)
+    await admin.aclose()
+
+    tomb = f"{prefix}forgotten:{user_hash('telegram:1')}"
+    stamped = await raw.get(tomb)
+    left = redis_keys(prefix)
+    assert SECRET not in repr(left)
+    assert "telegram:1" not in repr(left)
+    assert KEPT in repr(left)
+    assert await raw.get(tomb) == stamped  # the clean-up kept the forget's time
+    monkeypatch.undo()
+    assert await store.ring("telegram:1", since=-1) == []
+    assert await store.load_session("telegram:1:a") is None
+    assert await store.usage("telegram:1", day=DAY) == Usage()
 
 
 async def test_forget_gives_up_whole_when_the_user_never_holds_still(

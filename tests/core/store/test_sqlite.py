@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,10 @@ async def test_a_second_process_can_read_and_forget_while_the_first_serves(
         await admin.forget("telegram:1")
         assert await bot.ring("telegram:1", since=0) == []
         assert await bot.load_session(exchange("x").session.key) is None
-        await bot.commit_exchange(exchange("danach"))  # the bot keeps writing
+        # A reply the bot had in flight is dropped; a session started afterwards is kept.
+        await bot.commit_exchange(exchange("geheim noch"))
+        assert await admin.ring("telegram:1", since=0) == []
+        await bot.commit_exchange(exchange("danach", ts=time.time() + 61))
         assert [e.user_message for e in await admin.ring("telegram:1", since=0)] == ["danach"]
     finally:
         await admin.aclose()
