@@ -215,7 +215,9 @@ class Engine:
             await reply.aclose()
         self.metrics.tokens.labels(direction="input").inc(usage.input_tokens)
         self.metrics.tokens.labels(direction="output").inc(usage.output_tokens)
-        await self._remember(message, session, content, answer, usage, now)
+        # The user has seen the answer: a cancel from here on (/new, a newer
+        # message, shutdown) must not lose the exchange, so the commit is shielded.
+        await asyncio.shield(self._remember(message, session, content, answer, usage, now))
         return "answered"
 
     async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
