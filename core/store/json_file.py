@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from dataclasses import replace
@@ -58,6 +59,7 @@ class JsonStore:
         self._ring: dict[str, list[MemoryEntry]] = {}  # by user, oldest first
         self._state = State()
         self._open = False
+        self._lock_fd: int | None = None
 
     async def open(self) -> None:
         """Load both files; a damaged one raises `StoreCorrupt` and is not touched."""
@@ -65,6 +67,36 @@ class JsonStore:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise unreadable(self._path.parent, err) from err
+        self._lock_directory()
+        try:
+            self._load()
+        except BaseException:
+            self._unlock_directory()
+            raise
+        self._open = True
+
+    def _lock_directory(self) -> None:
+        """One process per store: the whole file lives in this process's memory
+        and is rewritten on each commit, so a second writer (or a CLI `forget`
+        while `run` serves) would be silently undone. The lock is on the
+        directory, so no lock file appears beside the data."""
+        fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            raise StoreError(
+                f"{self._path} is in use by another chatbridge process; the json store "
+                "serves one process at a time (stop it, or use the sqlite store)"
+            ) from err
+        self._lock_fd = fd
+
+    def _unlock_directory(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    def _load(self) -> None:
         entries = read_ring(self._path)
         state = read_state(self._state_path)
         for f in (self._path.parent, self._path, self._state_path):
@@ -79,7 +111,6 @@ class JsonStore:
         if last is not None and self._ring.get(last.user, [None])[-1] != last:
             self._ring.setdefault(last.user, []).append(last)  # committed, ring write lost
             atomic_write(self._path, self._ring_bytes())
-        self._open = True
 
     async def load_session(self, key: str) -> Session | None:
         session = self._live().sessions.get(key)
@@ -151,8 +182,9 @@ class JsonStore:
         return self._live().usage.get(user, {}).get(day, Usage())
 
     async def aclose(self) -> None:
-        """Every write is already on disk; this only refuses further use."""
+        """Every write is already on disk; this refuses further use and frees the lock."""
         self._open = False
+        self._unlock_directory()
 
     def _live(self) -> State:
         if not self._open:

@@ -6,8 +6,10 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from core.models import MemoryEntry
-from core.store import JsonStore
+from core.store import JsonStore, StoreError
 from tests.core.store.helpers import exchange, snapshot
 
 SEED = (
@@ -111,3 +113,20 @@ async def test_commit_point_is_the_state_file(tmp_path: Path) -> None:
         "second",
     ]
     assert [e["user_message"] for e in json.loads(path.read_bytes())] == ["first", "second"]
+
+
+async def test_a_second_process_is_refused_and_the_first_keeps_working(tmp_path: Path) -> None:
+    path = tmp_path / "memory.json"
+    first = JsonStore(path, max_entries=5)
+    await first.open()
+    try:
+        with pytest.raises(StoreError, match="in use by another chatbridge process"):
+            await JsonStore(path, max_entries=5).open()
+        await first.commit_exchange(exchange("weiter"))
+        assert [e.user_message for e in await first.ring("telegram:1", since=0)] == ["weiter"]
+    finally:
+        await first.aclose()
+    second = JsonStore(path, max_entries=5)  # free again once the first closed
+    await second.open()
+    assert [e.user_message for e in await second.ring("telegram:1", since=0)] == ["weiter"]
+    await second.aclose()
