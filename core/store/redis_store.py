@@ -78,7 +78,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
@@ -92,6 +91,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
+from config import mask_url, url_secrets
 from core.models import Exchange, MemoryEntry, Session, Turn, Usage
 from core.store._codec import (
     entry_from_json,
@@ -131,7 +131,7 @@ class RedisStore:
             raise ValueError("ttl must be positive")
         self._url = url
         self._shown = mask_url(url)
-        self._secrets = _secrets(url)
+        self._secrets = url_secrets(url)
         self._max = max_entries
         self._prefix = prefix
         self._ttl_ms = max(1, int(ttl * 1000))
@@ -486,40 +486,6 @@ class RedisStore:
             f"{self._shown}: {op} gave up after {_MAX_ATTEMPTS} attempts "
             "because other clients kept changing the same keys; retry"
         )
-
-
-def mask_url(url: str) -> str:
-    """`url` with its password (userinfo or `?password=`) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable Redis URL>"
-    netloc = parts.netloc
-    if password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
-    query = "&".join(
-        f"{p.partition('=')[0]}=***" if unquote(p.partition("=")[0]).lower() == "password" else p
-        for p in parts.query.split("&")
-    )
-    return parts._replace(netloc=netloc, query=query).geturl()
-
-
-def _secrets(url: str) -> list[str]:
-    """Every spelling of the URL's password, longest first, to scrub from messages."""
-    found: set[str] = set()
-    try:
-        parts = urlsplit(url)
-        raw = parts.netloc.rpartition("@")[0].partition(":")[2] if "@" in parts.netloc else ""
-        found.update((raw, unquote(raw)))
-        for p in parts.query.split("&"):
-            name, _, value = p.partition("=")
-            if unquote(name).lower() == "password":
-                found.update((value, unquote(value)))
-    except ValueError:
-        pass
-    return sorted((s for s in found if s), key=len, reverse=True)
 
 
 def _session_fields(s: Session) -> dict[FieldT, EncodableT]:
