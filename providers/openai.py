@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import httpx2
 import openai
@@ -30,6 +31,13 @@ from providers.base import (
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
 WIRE_ERRORS = (openai.OpenAIError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
+
+
+def is_openai_itself(base_url: str | None) -> bool:
+    """OpenAI rejects `max_tokens` for its reasoning models and wants
+    `max_completion_tokens`; compatible servers (Ollama, vLLM) reliably know
+    only the older name. `None` is the SDK default, which is OpenAI."""
+    return base_url is None or urlsplit(base_url).hostname == "api.openai.com"
 
 
 class OpenAIProvider:
@@ -57,9 +65,7 @@ class OpenAIProvider:
         self._secret = api_key
         self._timeout = timeout
         self._max_tokens = max_tokens
-        # OpenAI rejects `max_tokens` for its reasoning models, while compatible
-        # servers reliably know only that older name.
-        self._compatible_server = base_url is not None
+        self._compatible_server = not is_openai_itself(base_url)
         self._client = openai.AsyncOpenAI(
             api_key=api_key or PLACEHOLDER_KEY,
             base_url=base_url,

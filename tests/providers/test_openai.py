@@ -78,3 +78,12 @@ def test_status_detail_never_shows_auth_text_or_the_key() -> None:
     )
     assert status_detail(400, "bad type!", f"no\n{KEY}.", KEY) == 'HTTP 400: "no ***"'
     assert len(status_detail(404, None, "x" * 500, None)) < 140
+
+
+def test_openai_itself_is_recognised_by_host_not_by_a_missing_base_url() -> None:
+    from providers.openai import is_openai_itself
+
+    assert is_openai_itself(None)
+    assert is_openai_itself("https://api.openai.com/v1")
+    assert not is_openai_itself("http://localhost:11434/v1")
+    assert not is_openai_itself("https://openrouter.ai/api/v1")
