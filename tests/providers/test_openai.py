@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.models import Turn
 from providers._wire import retry_after_seconds, status_detail
 from providers.base import Prompt
-from providers.openai import OpenAIProvider
+from providers.openai import OpenAIProvider, is_openai_itself
 from tests.providers.conftest import KEY, PROMPT, TEXT, Backend, collect
 
 
@@ -81,8 +81,6 @@ def test_status_detail_never_shows_auth_text_or_the_key() -> None:
 
 
 def test_openai_itself_is_recognised_by_host_not_by_a_missing_base_url() -> None:
-    from providers.openai import is_openai_itself
-
     assert is_openai_itself(None)
     assert is_openai_itself("https://api.openai.com/v1")
     assert not is_openai_itself("http://localhost:11434/v1")
