@@ -18,6 +18,9 @@ async def test_user_b_never_sees_user_a_ring(bot: TestBot) -> None:
     assert "4711" not in bot.last_prompt_text
     assert bot.last_prompt_text == "Hallo"
     assert "4711" not in await bot.say("/memory", user=BOB)
+    bot.clock.advance(EXPIRE)
+    await bot.say("Und ich?")  # control: Alice herself does get her entry back
+    assert "User: Alices Geheimnis: PIN 4711" in bot.last_prompt_text
 
 
 async def test_a_private_entry_never_reaches_a_group(bot: TestBot) -> None:
@@ -26,6 +29,9 @@ async def test_a_private_entry_never_reaches_a_group(bot: TestBot) -> None:
     await bot.say("Hallo Gruppe", chat="-100", kind=ChatKind.GROUP)
     assert "vertraulich" not in bot.last_prompt_text
     assert "vertraulich" not in await bot.say("/memory", chat="-100", kind=ChatKind.GROUP)
+    bot.clock.advance(EXPIRE)
+    await bot.say("Und privat?")  # control: the same entry does reach the private chat
+    assert "User: Meine Diagnose ist vertraulich" in bot.last_prompt_text
 
 
 async def test_a_group_entry_reaches_only_that_group(bot: TestBot) -> None:

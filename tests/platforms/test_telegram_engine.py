@@ -77,16 +77,22 @@ async def test_a_10k_answer_arrives_split_with_code_intact(
 
 
 async def test_flood_control_while_streaming_still_delivers_everything(
-    fake: FakeTelegram, launch: Launch, bot: TestBot
+    fake: FakeTelegram, launch: Launch, tmp_path: Path
 ) -> None:
-    await launch(engine=bot.engine, edit_interval=0.0)
+    provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER), chunk_delay=0.01)
+    slow_bot = await make_testbot(tmp_path, provider=provider)
+    await launch(engine=slow_bot.engine, edit_interval=0.0)
     fake.fail_next("editMessageText", count=2, retry_after=1)
     fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
     await fake.wait_for(
-        lambda: any("Danach läuft alles." in t for t in fake.bot_texts(int(ALICE))), within=15
+        lambda: any("Danach läuft alles." in t for t in fake.bot_texts(int(ALICE))), within=20
     )
+    assert fake.failures_left("editMessageText") == 0, "flood control was never hit"
+    assert len(fake.calls_to("editMessageText")) > 2, "the answer was not streamed"
     shown = "\n".join(fake.bot_texts(int(ALICE)))
     assert all(shown.count(line) == 1 for line in CODE_LINES)
+    await _ring_once_written(slow_bot)
+    await slow_bot.engine.store.aclose()
 
 
 async def test_group_without_mention_never_reaches_the_engine(

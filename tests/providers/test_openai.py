@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from core.models import Turn
 from providers._wire import retry_after_seconds, status_detail
 from providers.base import Prompt
 from providers.openai import OpenAIProvider, is_openai_itself
 from tests.providers.conftest import KEY, PROMPT, TEXT, Backend, collect
+from tests.support.fake_openai import FakeOpenAI
 
 
 async def test_system_prompt_goes_first_then_the_turns(openai_backend: Backend) -> None:
@@ -57,11 +60,23 @@ async def test_one_client_serves_many_requests(openai_backend: Backend) -> None:
     assert len(openai_backend.fake.requests) == 3
 
 
-def test_official_api_gets_max_completion_tokens() -> None:
-    provider = OpenAIProvider(
-        "main", model="gpt", api_key=KEY, base_url=None, timeout=1, max_retries=0, max_tokens=9
-    )
-    assert not provider._compatible_server
+async def test_official_api_gets_max_completion_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with FakeOpenAI() as fake:
+        # base_url=None means "OpenAI itself"; the SDK then reads OPENAI_BASE_URL,
+        # which lets the fake stand in for api.openai.com.
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        provider = OpenAIProvider(
+            "main", model="gpt", api_key=KEY, base_url=None, timeout=5, max_retries=0,
+            max_tokens=9,
+        )  # fmt: skip
+        async for _ in provider.stream(PROMPT):
+            pass
+        await provider.aclose()
+    body = fake.requests[-1].body
+    assert body["max_completion_tokens"] == 9
+    assert "max_tokens" not in body
 
 
 def test_retry_after_prefers_milliseconds_and_ignores_dates() -> None:

@@ -73,11 +73,15 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await telegram.wait_for(
                 lambda: any(UNDERSTOOD in t for t in telegram.bot_texts(ALICE)), within=20
             )
-            await asyncio.sleep(0.3)  # the ring entry is committed right after the last edit
-            # An admin looks at the memory while the bot keeps serving.
-            shown = await run_cli(
-                "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
-            )
+            # An admin looks at the memory while the bot keeps serving (the
+            # second entry is committed just after the last edit: poll for it).
+            for _ in range(20):
+                shown = await run_cli(
+                    "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
+                )
+                if shown.code or len(json.loads(shown.stdout)) >= 2:
+                    break
+                await asyncio.sleep(0.2)
         finally:
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)

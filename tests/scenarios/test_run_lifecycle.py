@@ -111,8 +111,12 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"{base}/healthz") as response:
                     assert response.status == 200
-                async with http.get(f"{base}/metrics") as response:
-                    metrics = await response.text()
+                for _ in range(50):  # the webhook answers 200 before the engine is done
+                    async with http.get(f"{base}/metrics") as response:
+                        metrics = await response.text()
+                    if 'outcome="duplicate"' in metrics:
+                        break
+                    await asyncio.sleep(0.1)
         finally:
             process.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(process.communicate(), 20)

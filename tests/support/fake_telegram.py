@@ -134,6 +134,10 @@ class FakeTelegram:
         """The next `count` calls of `method` answer 429 with `retry_after`."""
         self._fail[method] += [retry_after] * count
 
+    def failures_left(self, method: str) -> int:
+        """Injected 429s for `method` not yet served."""
+        return len(self._fail[method])
+
     def reject_entities_next(self, count: int = 1) -> None:
         """The next `count` calls carrying entities/parse_mode answer 400 can't parse."""
         self._reject_entities += count

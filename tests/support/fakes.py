@@ -45,6 +45,7 @@ class ScriptedProvider:
         *,
         name: str = "scripted",
         gate: asyncio.Event | None = None,
+        chunk_delay: float = 0.0,
     ) -> None:
         self.name = name
         self.model = "scripted-model"
@@ -52,6 +53,7 @@ class ScriptedProvider:
         self.cancelled = 0
         self._answer = answer
         self._gate = gate
+        self._chunk_delay = chunk_delay  # like a model producing tokens over time
 
     def _items(self, prompt: Prompt) -> Sequence[str | Exception]:
         if callable(self._answer):
@@ -67,6 +69,8 @@ class ScriptedProvider:
                 if isinstance(item, Exception):
                     raise item
                 yield TextDelta(item)
+                if self._chunk_delay:
+                    await asyncio.sleep(self._chunk_delay)
             yield UsageReport(Usage(input_tokens=10, output_tokens=5))
         except asyncio.CancelledError:
             self.cancelled += 1
