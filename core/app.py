@@ -17,6 +17,7 @@ from config import ChatbridgeConfig, url_secrets
 from core.access import AccessPolicy
 from core.clock import Clock
 from core.engine import Engine, EngineSettings
+from core.events import RedisEvents
 from core.store import Store, open_store
 from providers.base import Provider
 from providers.debug import DebugProvider
@@ -124,6 +125,8 @@ async def engine_from_config(
 ) -> AsyncIterator[tuple[Engine, ProviderChoice]]:
     """An engine with its store open and provider built; both closed on exit."""
     store = await store_from_config(config)
+    # With a shared Redis store, replicas also share which events were handled.
+    events = RedisEvents(config.memory.url) if config.memory.backend == "redis" else None
     try:
         choice = choose_provider(config, environ)
         try:
@@ -133,11 +136,14 @@ async def engine_from_config(
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
+                events=events,
             )
             yield engine, choice
         finally:
             await choice.provider.aclose()
     finally:
+        if events is not None:
+            await events.aclose()
         await store.aclose()
 
 

@@ -20,10 +20,11 @@ from core.access import AccessPolicy
 from core.clock import Clock, SystemClock
 from core.commands import CommandRunner, parse_command
 from core.delivery import StreamingReply, send_text
+from core.events import EventLog, LocalEvents
 from core.memory import build_bridge, cut_summary, cut_text, neutralise, scope_of, visible_entries
 from core.metrics import Metrics
 from core.models import Exchange, IncomingMessage, MemoryEntry, Session, Turn, Usage
-from core.ordering import KeyedLocks, RecentEvents
+from core.ordering import KeyedLocks
 from core.sessions import append_turns
 from core.store.base import Store, StoreError
 from core.texts import COMMANDS, say
@@ -63,6 +64,7 @@ class Engine:
         access: AccessPolicy | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        events: EventLog | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -72,7 +74,7 @@ class Engine:
         self.metrics = metrics or Metrics()
         self.commands: list[tuple[str, str]] = list(COMMANDS)
         self.locks = KeyedLocks()
-        self._recent = RecentEvents()
+        self.events = events or LocalEvents()
         self._inflight: dict[str, asyncio.Task[str]] = {}
         self._newest: dict[str, int] = {}  # cancel mode: message count per conversation
         self._command_runner = CommandRunner(self)
@@ -101,7 +103,7 @@ class Engine:
         """Route one message; returns its outcome (a `core.metrics.OUTCOMES` name)."""
         conversation = message.conversation
         now = self.clock.now()
-        if message.event_id and not self._recent.first_time(message.event_id, now):
+        if message.event_id and not await self.events.first_time(message.event_id, now):
             log.info("dropped redelivered event %s", message.event_id)
             return "duplicate"
         if not self.access.allowed(conversation):
