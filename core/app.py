@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config import ChatbridgeConfig, url_secrets
+from config import ChatbridgeConfig, ProviderConfig, url_secrets
 from core.access import AccessPolicy
 from core.clock import Clock
 from core.engine import Engine, EngineSettings
@@ -40,19 +40,6 @@ class ProviderChoice:
     description: str  # for the start-up banner, e.g. "debug (no API key found)"
 
 
-@dataclass(frozen=True, slots=True)
-class _AutoProvider:
-    """Provider settings picked from the environment when the config has none."""
-
-    type: str
-    model: str
-    api_key: str | None
-    base_url: str | None = None
-    timeout: float = 60.0
-    max_retries: int = 2
-    max_tokens: int = 1024
-
-
 AUTO_MODELS = {"openai": "gpt-5.4-mini", "anthropic": "claude-sonnet-4-6"}
 
 
@@ -70,7 +57,10 @@ def choose_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Pro
     for kind, variable in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")):
         key = environ.get(variable, "").strip()
         if key:
-            auto = _AutoProvider(type=kind, model=AUTO_MODELS[kind], api_key=key)
+            # The config model's own defaults (timeout, retries, max_tokens) apply.
+            auto = ProviderConfig.model_validate(
+                {"type": kind, "model": AUTO_MODELS[kind], "api_key": key}
+            )
             provider = build_provider(kind, auto)
             return ProviderChoice(provider, f"{kind} {auto.model} (from {variable})")
     return ProviderChoice(
