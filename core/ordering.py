@@ -22,7 +22,8 @@ class KeyedLocks:
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        entry = self._locks.get(key)
+        lock, users = entry if entry is not None else (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:

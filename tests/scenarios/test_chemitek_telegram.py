@@ -10,23 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 from pathlib import Path
 
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
-from tests.support.cli import CHATBRIDGE, clean_env, run_cli
+from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
 
 ALICE = 579304651
 STRANGER = 111
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int) -> str:
@@ -54,7 +47,7 @@ server:
 async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI(chunk_chars=12) as openai:
         openai.script(Reply(text=chemitek_model), Reply(text=chemitek_model))
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
         env = clean_env({"TELEGRAM_BOT_TOKEN": telegram.token, "OPENAI_API_KEY": "sk-e2e-9876"})
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path, env=env,

@@ -9,18 +9,12 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.support.cli import CHATBRIDGE, clean_env, run_cli
+from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
 
 ALICE = 579304651
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int, extra: str = "") -> str:
@@ -61,7 +55,7 @@ async def test_run_without_any_platform_says_so(tmp_path: Path) -> None:
 
 async def test_a_rejected_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
         env = {"TELEGRAM_BOT_TOKEN": "123:this-token-is-wrong"}
         result = await run_cli("run", cwd=tmp_path, env=env)
     output = result.stdout + result.stderr
@@ -75,7 +69,7 @@ async def test_sigterm_lets_the_reply_in_flight_finish(tmp_path: Path) -> None:
     answer = "Das Chemitek-Paket kommt am Mittwoch. " * 8
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(Reply(text=answer, chunk_chars=20, chunk_delay=0.1))
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, _free_port()))
+        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
         process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
         telegram.push_text(ALICE, ALICE, "Wann kommt das Paket?")
         await telegram.wait_for(lambda: openai.open_streams == 1, within=30)
@@ -91,7 +85,7 @@ async def test_sigterm_lets_the_reply_in_flight_finish(tmp_path: Path) -> None:
 
 
 async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/telegram/webhook"
     extra = f"    mode: webhook\n    webhook_url: {url}\n    webhook_secret: s3cret-Token\n"
     async with FakeTelegram() as telegram, FakeOpenAI(default_text="Hallo zurück") as openai:

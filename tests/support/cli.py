@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -102,3 +103,10 @@ class ChatSession:
         out, err = await asyncio.wait_for(self.process.communicate(), 20)
         self.transcript += out.decode()
         return self.process.returncode or 0, out.decode(), err.decode()
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (for `server.port`)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
