@@ -14,6 +14,7 @@ from ._models import (
     BotConfig,
     ChatbridgeConfig,
     EngineConfig,
+    LoggingConfig,
     MemoryConfig,
     ServerConfig,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "DiscordConfig",
     "Duration",
     "EngineConfig",
+    "LoggingConfig",
     "MemoryConfig",
     "PlatformsConfig",
     "ProviderConfig",

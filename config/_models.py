@@ -62,6 +62,9 @@ class EngineConfig(Section):
     """`cancel`: a newer message in the same conversation cancels the reply in flight."""
     shutdown_grace: Duration = 10.0
     """How long `run` waits for replies in flight after SIGTERM."""
+    redeliver_within: Duration = 900.0
+    """A message still unanswered this long after it arrived (the bot was down)
+    gets a short notice after the restart instead of a late answer."""
 
 
 class MemoryConfig(Section):
@@ -124,6 +127,16 @@ class ServerConfig(Section):
     """TCP port; 0 picks a free one (useful in tests)."""
 
 
+class LoggingConfig(Section):
+    """What `chatbridge run` logs, and how."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """`--log-level` and `$CHATBRIDGE_LOG_LEVEL` override it. Tracebacks of
+    handled errors appear only at `debug`."""
+    format: Literal["text", "json"] = "text"
+    """`json`: one object per line (time, level, logger, message), secrets masked."""
+
+
 class ChatbridgeConfig(Section):
     """The whole configuration file."""
 
@@ -143,6 +156,8 @@ class ChatbridgeConfig(Section):
     """One person across platforms, sharing one memory ring: name -> platform:id list."""
     server: ServerConfig = ServerConfig()
     """HTTP listener."""
+    logging: LoggingConfig = LoggingConfig()
+    """Log level and format."""
 
     @model_validator(mode="after")
     def _check_references(self) -> ChatbridgeConfig:

@@ -72,11 +72,32 @@ class DiscordConfig(Section):
     """Off by default so a fresh install starts without any chat network."""
     token: OptionalSecret = None
     """Bot token from the Discord developer portal; required when enabled."""
+    api_base: str = "https://discord.com/api/v10"
+    """REST root; a proxy or a local test server works too."""
+    gateway_url: str = "wss://gateway.discord.gg"
+    """Gateway websocket URL for the first connect (resumes use the URL Discord sends)."""
+    edit_interval: Duration = 1.0
+    """Minimum gap between streamed edits of one message; Discord rate-limits edits."""
+    thread_per_mention: bool = False
+    """Answer a mention in a channel in a new thread (needs Create Public Threads)."""
+    shard_count: int | None = None
+    """Total shards across all replicas; unset runs one unsharded connection."""
+    shard_ids: tuple[int, ...] | None = None
+    """The shards this process runs (each below `shard_count`); unset: all of them."""
 
     @model_validator(mode="after")
     def _check(self) -> DiscordConfig:
+        issues: list[tuple[Loc, str]] = []
         if self.enabled and self.token is None:
-            raise_if([(("token",), "required when discord is enabled")])
+            issues.append((("token",), "required when discord is enabled"))
+        if self.shard_count is not None and self.shard_count < 1:
+            issues.append((("shard_count",), "must be at least 1"))
+        elif self.shard_ids is not None:
+            if self.shard_count is None:
+                issues.append((("shard_ids",), "needs shard_count"))
+            elif any(not 0 <= i < self.shard_count for i in self.shard_ids):
+                issues.append((("shard_ids",), f"each id must be 0..{self.shard_count - 1}"))
+        raise_if(issues)
         return self
 
 
@@ -93,6 +114,9 @@ class SlackConfig(Section):
     """Verifies HTTP event requests; used when `app_token` is not set."""
     base_url: str = "https://slack.com/api/"
     """Web API root; overridable for tests."""
+    edit_interval: Duration = 1.0
+    """Minimum gap between two `chat.update` calls on one streamed message (Slack's
+    tier-3 limit is ~50 updates a minute per app)."""
 
     @property
     def socket_mode(self) -> bool:

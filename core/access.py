@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from core.models import Conversation
+from chatbridge.core.models import Conversation
 
 __all__ = ["AccessPolicy"]
 

@@ -1,25 +1,37 @@
-"""The commands every platform gets: /new /forget /memory /help /status."""
+"""The commands every platform gets: /new /forget /memory /help /status.
+
+Commands see a narrow `CommandContext` (store, access, clock, settings, the
+provider's description and a `ConversationControl` for /new and /forget),
+never the engine itself. Platform spellings (Telegram's `/start`, the
+`/help@bot` suffix) are normalised by the adapters before text gets here.
+"""
 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from core.delivery import send_text
-from core.memory import format_time, visible_entries
-from core.models import IncomingMessage, MemoryEntry
-from core.texts import human_duration
-from platforms.base import Outbox
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.clock import Clock
+from chatbridge.core.memory import format_time, visible_entries
+from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
+from chatbridge.core.settings import EngineSettings
+from chatbridge.core.store.base import Store
+from chatbridge.core.texts import COMMANDS, count_entries, human_duration
 
-if TYPE_CHECKING:
-    from core.engine import Engine
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "CommandContext",
+    "ConversationControl",
+    "parse_command",
+    "run_command",
+]
 
-__all__ = ["Command", "CommandRunner", "parse_command"]
-
-# "/new", "/new@my_bot", "/memory some args"; not "/path/to/file" or "/ 1".
-_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:@[A-Za-z0-9_]+)?(?:\s+(.*))?$", re.S)
-ALIASES = {"start": "help"}  # Telegram clients send /start on first contact
+# "/new", "/memory some args"; not "/path/to/file" or "/ 1".
+_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_]{0,31})(?:\s+(.*))?$", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,97 +44,113 @@ def parse_command(text: str) -> Command | None:
     match = _COMMAND.match(text.strip())
     if match is None:
         return None
-    name = match.group(1).lower()
-    return Command(ALIASES.get(name, name), (match.group(2) or "").strip())
+    return Command(match.group(1).lower(), (match.group(2) or "").strip())
 
 
-def _format_entry(entry: MemoryEntry, engine: Engine) -> str:
-    when = format_time(entry.timestamp, engine.settings.timezone)
+class ConversationControl(Protocol):
+    """What /new and /forget need from the engine: stop a reply, wait for the turn."""
+
+    def cancel(self, key: str) -> None: ...
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommandContext:
+    store: Store
+    access: AccessPolicy
+    clock: Clock
+    settings: EngineSettings
+    model: str  # "gpt-5.4-mini (main)", for /status
+    control: ConversationControl
+
+
+async def run_command(command: Command, message: IncomingMessage, ctx: CommandContext) -> str:
+    """The reply to one command (one short message)."""
+    handler = _HANDLERS.get(command.name)
+    if handler is None:
+        return ctx.settings.say("unknown", command=f"/{command.name}")
+    return await handler(message, ctx)
+
+
+async def _new(message: IncomingMessage, ctx: CommandContext) -> str:
+    key = message.conversation.key
+    ctx.control.cancel(key)
+    async with ctx.control.hold(key):
+        await ctx.store.save_session(None, key=key)
+    return ctx.settings.say("new")
+
+
+async def _forget(message: IncomingMessage, ctx: CommandContext) -> str:
+    key = message.conversation.key
+    user = ctx.access.ring_user(message.conversation)
+    ctx.control.cancel(key)
+    async with ctx.control.hold(key):
+        for ring_key in sorted(ctx.access.ring_keys(user)):
+            await ctx.store.forget(ring_key)
+    return ctx.settings.say("forget")
+
+
+async def _visible(message: IncomingMessage, ctx: CommandContext) -> list[MemoryEntry]:
+    user = ctx.access.ring_user(message.conversation)
+    since = ctx.clock.now() - ctx.settings.max_age
+    return visible_entries(await ctx.store.ring(user, since=since), message.conversation)
+
+
+def _format_entry(entry: MemoryEntry, ctx: CommandContext) -> str:
+    when = format_time(entry.timestamp, ctx.settings.timezone)
     return f"[{when}]\nUser: {entry.user_message}\nBot: {entry.assistant_summary}"
 
 
-class CommandRunner:
-    """Runs a parsed command for the engine; each reply is one short message."""
+async def _memory(message: IncomingMessage, ctx: CommandContext) -> str:
+    max_age = human_duration(ctx.settings.max_age)
+    entries = await _visible(message, ctx)
+    if not entries:
+        return ctx.settings.say("memory_empty", max_age=max_age)
+    body = "\n\n".join(_format_entry(entry, ctx) for entry in entries)
+    return f"{ctx.settings.say('memory_head', max_age=max_age)}\n\n{body}"
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
 
-    async def run(self, command: Command, message: IncomingMessage, outbox: Outbox) -> None:
-        handler = {
-            "new": self._new,
-            "forget": self._forget,
-            "memory": self._memory,
-            "help": self._help,
-            "status": self._status,
-        }.get(command.name)
-        if handler is None:
-            text = self._engine.say("unknown", command=f"/{command.name}")
-        else:
-            text = await handler(message)
-        await send_text(outbox, text)
+async def _help(message: IncomingMessage, ctx: CommandContext) -> str:
+    return ctx.settings.say("help")
 
-    async def _new(self, message: IncomingMessage) -> str:
-        key = message.conversation.key
-        self._engine.cancel(key)
-        async with self._engine.locks.hold(key):
-            await self._engine.store.save_session(None, key=key)
-        return self._engine.say("new")
 
-    async def _forget(self, message: IncomingMessage) -> str:
-        engine = self._engine
-        key = message.conversation.key
-        user = engine.access.ring_user(message.conversation)
-        engine.cancel(key)
-        async with engine.locks.hold(key):
-            for ring_key in sorted(engine.access.ring_keys(user)):
-                await engine.store.forget(ring_key)
-        return engine.say("forget")
-
-    async def _visible(self, message: IncomingMessage) -> list[MemoryEntry]:
-        engine = self._engine
-        user = engine.access.ring_user(message.conversation)
-        since = engine.clock.now() - engine.settings.max_age
-        return visible_entries(await engine.store.ring(user, since=since), message.conversation)
-
-    async def _memory(self, message: IncomingMessage) -> str:
-        engine = self._engine
-        max_age = human_duration(engine.settings.max_age)
-        entries = await self._visible(message)
-        if not entries:
-            return engine.say("memory_empty", max_age=max_age)
-        body = "\n\n".join(_format_entry(entry, engine) for entry in entries)
-        return f"{engine.say('memory_head', max_age=max_age)}\n\n{body}"
-
-    async def _help(self, message: IncomingMessage) -> str:
-        return self._engine.say("help")
-
-    async def _status(self, message: IncomingMessage) -> str:
-        engine = self._engine
-        now = engine.clock.now()
-        conversation = message.conversation
-        session = await engine.store.load_session(conversation.key)
-        ttl = engine.settings.session_ttl
-        if session is None or session.expired(now, ttl):
-            session_text = engine.say("session_none")
-        else:
-            session_text = engine.say(
-                "session_live",
-                age=human_duration(now - session.started_at),
-                left=human_duration(ttl - session.idle_for(now)),
-            )
-        user = engine.access.ring_user(conversation)
-        usage = await engine.store.usage(user, day=engine.today(now))
-        return engine.say(
-            "status",
-            model=describe_model(engine),
-            session=session_text,
-            ring=len(await self._visible(message)),
-            max_age=human_duration(engine.settings.max_age),
-            tokens_in=usage.input_tokens,
-            tokens_out=usage.output_tokens,
+async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
+    settings = ctx.settings
+    now = ctx.clock.now()
+    conversation = message.conversation
+    session = await ctx.store.load_session(conversation.key)
+    ttl = settings.session_ttl
+    if session is None or session.expired(now, ttl):
+        session_text = settings.say("session_none")
+    else:
+        session_text = settings.say(
+            "session_live",
+            age=human_duration(now - session.started_at),
+            left=human_duration(ttl - session.idle_for(now)),
         )
+    # Token use is private: a group sees only what the group itself saw.
+    if conversation.kind is ChatKind.PRIVATE:
+        user = ctx.access.ring_user(conversation)
+        usage = await ctx.store.usage(user, day=settings.today(now))
+        tokens_in, tokens_out = str(usage.input_tokens), str(usage.output_tokens)
+    else:
+        tokens_in = tokens_out = "–"
+    return settings.say(
+        "status",
+        model=ctx.model,
+        session=session_text,
+        ring=count_entries(settings.language, len(await _visible(message, ctx))),
+        max_age=human_duration(settings.max_age),
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+    )
 
 
-def describe_model(engine: Engine) -> str:
-    provider = engine.provider
-    return f"{provider.model} ({provider.name})"
+_HANDLERS = {
+    "new": _new,
+    "forget": _forget,
+    "memory": _memory,
+    "help": _help,
+    "status": _status,
+}

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from platforms.base import DeliveryError, DeliveryRetry, Outbox, SentMessage
+from chatbridge.core.ports import DeliveryError, DeliveryRetry, Outbox, SentMessage
 
 __all__ = ["StreamingReply", "split_message"]
 
@@ -93,33 +93,47 @@ def split_message(text: str, limit: int, measure: Callable[[str], int] = len) ->
 @dataclass(slots=True)
 class _Posted:
     handle: SentMessage
-    text: str
+    text: str | None  # None: posted before a restart, its text unknown
+    last_call: float = float("-inf")
+
+
+OnPosted = Callable[[tuple[SentMessage, ...]], Awaitable[None]]
 
 
 class StreamingReply:
     """One reply being streamed into one chat.
 
-    `push` never waits for the platform: progress edits run in the
-    background, one at a time, at most every `limits.edit_interval`, and
-    each shows the latest text (edits coalesce while a rate limiter holds a
-    call). `finish` returns only once the whole text is visible, split over
-    as many messages as the platform's length limit needs. `aclose` drops a
-    progress edit still in flight (for a cancelled reply).
+    Pacing (`limits.edit_interval` = I): the first message is posted I after
+    the first text arrives, so an answer complete by then is one send and no
+    edit; afterwards no message is edited sooner than I after the previous
+    call for it, the final edit included. A `DeliveryRetry` holds every later
+    call of this reply until its `retry_after` has passed.
+
+    `push` never waits for the platform: progress runs in the background and
+    each call shows the latest text. `finish` returns only once the whole
+    text is visible, split over as many messages as the length limit needs.
+    `posted` seeds messages sent before a restart (they are edited, never
+    posted again); `on_posted` is awaited with every message reference each
+    time a new message was posted, so the caller can record them durably.
+    `aclose` drops a progress call still in flight (a cancelled reply).
     """
 
     def __init__(
         self,
         outbox: Outbox,
         *,
+        posted: tuple[SentMessage, ...] = (),
+        on_posted: OnPosted | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._outbox = outbox
         self._monotonic = monotonic
         self._sleep = sleep
-        self._posted: list[_Posted] = []
+        self._on_posted = on_posted
+        self._posted: list[_Posted] = [_Posted(handle, None) for handle in posted]
         self._text = ""
-        self._next_edit_at = 0.0
+        self._blocked_until = float("-inf")
         self._progress: asyncio.Task[None] | None = None
         self._closing = False
         self._wake = asyncio.Event()  # cuts a progress pause short when finishing
@@ -133,41 +147,46 @@ class StreamingReply:
         """True once any text of this reply reached the chat."""
         return bool(self._posted)
 
+    @property
+    def sent(self) -> tuple[SentMessage, ...]:
+        """References of every message this reply has posted (seeded ones included)."""
+        return tuple(p.handle for p in self._posted)
+
     async def push(self, delta: str) -> None:
         self._text += delta
-        interval = self._outbox.limits.edit_interval
-        if interval is None or not self._text.strip():
+        if self._outbox.limits.edit_interval is None or not self._text.strip():
             return
-        if self._progress is not None and not self._progress.done():
-            return  # the progress loop picks up the latest text itself
-        now = self._monotonic()
-        if now >= self._next_edit_at:
-            self._next_edit_at = now + interval
+        if self._progress is None and not self._closing:
             self._progress = asyncio.create_task(self._show_progress())
 
-    async def _show_progress(self) -> None:
-        """Show the latest text, then again each interval while it keeps changing,
-        so a model that pauses mid-answer does not leave stale text on screen."""
-        interval = self._outbox.limits.edit_interval or 0.0
-        while not self._closing:
-            shown = self._text
-            try:
-                await self._show(shown)
-            except DeliveryRetry as exc:
-                # Progress is optional: skip edits until flood control has passed.
-                self._next_edit_at = self._monotonic() + exc.retry_after
-            except DeliveryError as exc:
-                log.info("progress edit refused (%s); the final text will follow", exc)
-                return
-            if self._closing or self._text == shown:
-                return
-            delay = max(0.0, self._next_edit_at - self._monotonic())
+    async def _pause(self, seconds: float) -> None:
+        """Sleep for progress; returns early when `finish` is called."""
+        if seconds > 0 and not self._closing:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            self._next_edit_at = self._monotonic() + interval
+                await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _show_progress(self) -> None:
+        """Show the latest text every interval while it keeps changing, so a
+        model that pauses mid-answer does not leave stale text on screen."""
+        interval = self._outbox.limits.edit_interval or 0.0
+        if not self._posted:
+            await self._pause(interval)  # a quick answer is then a single send
+        shown: str | None = None
+        while not self._closing:
+            if self._text != shown:
+                shown = self._text
+                try:
+                    if not await self._show(shown, final=False):
+                        shown = None  # an edit was not due yet: try again next round
+                except DeliveryRetry as exc:
+                    self._blocked_until = self._monotonic() + exc.retry_after
+                except DeliveryError as exc:
+                    log.info("progress edit refused (%s); the final text will follow", exc)
+                    return
+            await self._pause(max(interval, self._blocked_until - self._monotonic()))
 
     async def finish(self, text: str | None = None) -> None:
-        """Deliver the final text (default: everything pushed), retrying floods."""
+        """Deliver the final text (default: everything pushed), waiting out floods."""
         self._closing = True
         self._wake.set()
         if self._progress is not None:
@@ -176,12 +195,12 @@ class StreamingReply:
             self._text = text
         for attempt in range(1, MAX_DELIVERY_ATTEMPTS + 1):
             try:
-                await self._show(self._text)
+                await self._show(self._text, final=True)
                 return
             except DeliveryRetry as exc:
                 if attempt == MAX_DELIVERY_ATTEMPTS:
                     raise
-                await self._sleep(min(exc.retry_after, MAX_RETRY_WAIT))
+                self._blocked_until = self._monotonic() + min(exc.retry_after, MAX_RETRY_WAIT)
 
     async def aclose(self) -> None:
         if self._progress is not None and not self._progress.done():
@@ -189,20 +208,40 @@ class StreamingReply:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._progress
 
-    async def _show(self, text: str) -> None:
+    async def _wait_until(self, moment: float) -> None:
+        delay = moment - self._monotonic()
+        if delay > 0:
+            await self._sleep(delay)
+
+    async def _show(self, text: str, *, final: bool) -> bool:
+        """Show `text`; False when a progress edit was skipped as not yet due."""
+        complete = True
         limits = self._outbox.limits
+        interval = limits.edit_interval or 0.0
         chunks = split_message(text, limits.max_chars, limits.measure)
         for index, chunk in enumerate(chunks):
             if not chunk.strip():
                 continue
+            await self._wait_until(self._blocked_until)
             if index < len(self._posted):
                 posted = self._posted[index]
-                if posted.text != chunk:
-                    await self._outbox.edit(posted.handle, chunk)
-                    posted.text = chunk
+                if posted.text == chunk:
+                    continue
+                if final:
+                    await self._wait_until(posted.last_call + interval)
+                elif self._monotonic() < posted.last_call + interval:
+                    complete = False  # not due yet; the next round or the final shows it
+                    continue
+                posted.last_call = self._monotonic()
+                await self._outbox.edit(posted.handle, chunk)
+                posted.text = chunk
             else:
+                at = self._monotonic()
                 handle = await self._outbox.send(chunk)
-                self._posted.append(_Posted(handle, chunk))
+                self._posted.append(_Posted(handle, chunk, at))
+                if self._on_posted is not None:
+                    await self._on_posted(self.sent)
+        return complete
 
 
 async def send_text(outbox: Outbox, text: str) -> None:

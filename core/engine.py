@@ -1,8 +1,11 @@
-"""The conversation engine: one `handle()` for every platform.
+"""The conversation engine: every platform hands it messages through `accept`.
 
-Order of checks for each message: redelivery -> access -> command ->
-per-conversation lock -> session (TTL, bridging) -> provider -> delivery ->
-one store commit. The engine knows no platform and no SDK.
+Per message: inbox (durable, drops redeliveries) -> access -> command ->
+per-conversation order -> session (TTL, bridging) -> provider -> delivery ->
+one store commit that also marks the inbox entry done. The engine knows no
+platform and no SDK: answers go to the `Outbox` a platform builds for a
+message (`attach`), so a message received before a restart can be answered
+after it (`resume`).
 """
 
 from __future__ import annotations
@@ -11,49 +14,37 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
-from datetime import datetime, tzinfo
+import uuid
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from core.access import AccessPolicy
-from core.clock import Clock, SystemClock
-from core.commands import CommandRunner, parse_command
-from core.delivery import StreamingReply, send_text
-from core.events import EventLog, LocalEvents
-from core.memory import build_bridge, cut_summary, cut_text, neutralise, scope_of, visible_entries
-from core.metrics import Metrics
-from core.models import Exchange, IncomingMessage, MemoryEntry, Session, Turn, Usage
-from core.ordering import KeyedLocks
-from core.sessions import append_turns
-from core.store.base import Store, StoreError
-from core.texts import COMMANDS, say
-from platforms.base import DeliveryError, Outbox
-from providers.base import Prompt, Provider, ProviderError, TextDelta
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.answer import Answerer
+from chatbridge.core.clock import Clock, SystemClock
+from chatbridge.core.commands import CommandContext, parse_command, run_command
+from chatbridge.core.delivery import send_text
+from chatbridge.core.metrics import Metrics
+from chatbridge.core.models import InboxEntry, IncomingMessage
+from chatbridge.core.ordering import KeyedLocks
+from chatbridge.core.ports import Outbox, Provider
+from chatbridge.core.settings import EngineSettings
+from chatbridge.core.store.base import Store, StoreError
+from chatbridge.core.texts import COMMANDS
 
-__all__ = ["Engine", "EngineSettings"]
+__all__ = ["Engine", "EngineSettings", "NotAccepting"]
 
 log = logging.getLogger(__name__)
 
-TYPING_REFRESH = 4.0  # Telegram shows "typing" for ~5 s per call
+OutboxFactory = Callable[[IncomingMessage], Outbox]
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    system_prompt: str = "You are a helpful assistant."
-    language: str = "de"
-    timezone: tzinfo | None = None
-    session_ttl: float = 30 * 60
-    session_max_turns: int = 40
-    cancel_on_new_message: bool = False
-    max_age: float = 24 * 3600
-    user_chars: int = 500
-    summary_chars: int = 300
-    inject_entries: int = 5
+class NotAccepting(Exception):
+    """The engine is shutting down; the platform must not acknowledge the message."""
 
 
 class Engine:
-    """Owns sessions, rings, bridging, commands, access, dedupe and ordering."""
+    """Owns sessions, rings, bridging, commands, access, the inbox and ordering."""
 
     def __init__(
         self,
@@ -64,7 +55,6 @@ class Engine:
         access: AccessPolicy | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
-        events: EventLog | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -72,53 +62,177 @@ class Engine:
         self.access = access or AccessPolicy()
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
-        self.commands: list[tuple[str, str]] = list(COMMANDS)
-        self.locks = KeyedLocks()
-        self.events = events or LocalEvents()
+        self.commands: tuple[tuple[str, str], ...] = COMMANDS
+        self._locks = KeyedLocks()
+        self._answerer = Answerer(
+            settings,
+            store=store,
+            provider=provider,
+            clock=self.clock,
+            access=self.access,
+            metrics=self.metrics,
+        )
+        self._outboxes: dict[str, OutboxFactory] = {}
+        self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
+        self._finished: dict[str, asyncio.Future[None]] = {}
+        self._scheduled: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._inflight: dict[str, asyncio.Task[str]] = {}
         self._newest: dict[str, int] = {}  # cancel mode: message count per conversation
-        self._command_runner = CommandRunner(self)
+        self._draining = False
+
+    # -- intake ---------------------------------------------------------------
+
+    def attach(self, platform: str, outboxes: OutboxFactory) -> None:
+        """Answers to messages from `platform` go to `outboxes(message)`."""
+        self._outboxes[platform] = outboxes
+
+    async def accept(self, message: IncomingMessage) -> bool:
+        """Record `message` in the inbox and schedule its answer (`MessageHandler`).
+
+        Returns once the inbox holds it; False for a redelivery. Raises
+        `StoreError` when the inbox cannot take it and `NotAccepting` while
+        shutting down: the platform must then not acknowledge the message.
+        """
+        if self._draining:
+            raise NotAccepting("shutting down")
+        entry = InboxEntry(self._inbox_key(message), message, received_at=self.clock.now())
+        if not await self.store.inbox_add(entry):
+            log.info("dropped redelivered event %s", message.event_id)
+            self.metrics.count(message.conversation.platform, "duplicate")
+            return False
+        self._schedule(entry)
+        return True
 
     async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
-        """Answer one message; returns once the reply is delivered.
+        """Accept `message`, answer it into `outbox`; returns once that is done.
 
-        Never raises for provider or delivery failures: the user gets a
-        notice and the log gets the reason.
+        For callers that own the outbox of one message (the console, tests);
+        platforms use `accept` and `attach`.
         """
-        started = time.monotonic()
-        platform = message.conversation.platform
+        key = self._inbox_key(message)
+        done = asyncio.get_running_loop().create_future()
+        self._given[key], self._finished[key] = outbox, done
         try:
-            outcome = await self._dispatch(message, outbox)
+            if await self.accept(message):
+                await asyncio.shield(done)
+        finally:
+            self._given.pop(key, None)
+            self._finished.pop(key, None)
+
+    async def resume(self) -> int:
+        """Schedule what the inbox holds from before a restart, oldest first,
+        for every attached platform; returns how many were scheduled."""
+        count = 0
+        for entry in await self.store.inbox_pending():
+            platform = entry.message.conversation.platform
+            if entry.key not in self._scheduled and platform in self._outboxes:
+                log.info("answering %s left from before the restart", entry.key)
+                self._schedule(entry)
+                count += 1
+        return count
+
+    def _inbox_key(self, message: IncomingMessage) -> str:
+        platform = message.conversation.platform
+        if message.event_id:
+            return f"{platform}:{message.event_id}"
+        return f"{platform}:local-{uuid.uuid4().hex}"
+
+    def _schedule(self, entry: InboxEntry) -> None:
+        key = entry.message.conversation.key
+        ticket = 0
+        if self.settings.cancel_on_new_message and parse_command(entry.message.text) is None:
+            ticket = self._newest[key] = self._newest.get(key, 0) + 1
+            self.cancel(key)
+        self._scheduled.add(entry.key)
+        task = asyncio.create_task(self._process(entry, ticket))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t, k=entry.key: self._done(t, k))
+
+    def _done(self, task: asyncio.Task[None], key: str) -> None:
+        self._tasks.discard(task)
+        self._scheduled.discard(key)
+        waiter = self._finished.get(key)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- per message ----------------------------------------------------------
+
+    async def _process(self, entry: InboxEntry, ticket: int) -> None:
+        message = entry.message
+        platform = message.conversation.platform
+        outbox = self._given.get(entry.key) or self._outbox_of(message)
+        if outbox is None:
+            log.error("no outbox for %s; it stays in the inbox", entry.key)
+            return
+        started = time.monotonic()
+        try:
+            outcome = await self._route(entry, outbox, ticket)
         except StoreError as exc:
             # The store (a Redis outage, a full disk) failed before an answer
             # could be stored; the user hears so instead of silence.
             log.error("store failed on a message in %s: %s", message.conversation.chat_id, exc)
-            await send_text(outbox, self.say("store_failed"))
+            await send_text(outbox, self.settings.say("store_failed"))
             outcome = "failed"
+        except asyncio.CancelledError:
+            log.info("%s left in the inbox for after the restart", entry.key)
+            raise
         self.metrics.count(platform, outcome)
         if outcome == "answered":
             self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)
 
-    async def _dispatch(self, message: IncomingMessage, outbox: Outbox) -> str:
-        """Route one message; returns its outcome (a `core.metrics.OUTCOMES` name)."""
+    def _outbox_of(self, message: IncomingMessage) -> Outbox | None:
+        factory = self._outboxes.get(message.conversation.platform)
+        return factory(message) if factory is not None else None
+
+    async def _route(self, entry: InboxEntry, outbox: Outbox, ticket: int) -> str:
+        """Answer one inbox entry; returns its outcome (a `core.metrics.OUTCOMES` name)."""
+        message, settings = entry.message, self.settings
         conversation = message.conversation
-        now = self.clock.now()
-        if message.event_id and not await self.events.first_time(message.event_id, now):
-            log.info("dropped redelivered event %s", message.event_id)
-            return "duplicate"
         if not self.access.allowed(conversation):
             log.info("denied %s in %s", conversation.user_id, conversation.chat_id)
-            await send_text(outbox, self.say("denied", user_id=conversation.user_id))
+            await send_text(outbox, settings.say("denied", user_id=conversation.user_id))
+            await self.store.inbox_done(entry.key)
             return "denied"
         command = parse_command(message.text)
         if command is not None:
-            await self._command_runner.run(command, message, outbox)
+            await send_text(outbox, await run_command(command, message, self._command_context()))
+            await self.store.inbox_done(entry.key)
             return "command"
-        key = conversation.key
-        if self.settings.cancel_on_new_message:
-            self._newest[key] = self._newest.get(key, 0) + 1
-            self.cancel(key)
-        return await self._run_exclusive(key, lambda: self._answer(message, outbox))
+        late = self.clock.now() - entry.received_at > settings.redeliver_within
+        if late and entry.answer is None:
+            log.info("%s is too old to answer; sending a notice", entry.key)
+            preview = " ".join(message.text.split())[:60]
+            await send_text(outbox, settings.say("late", preview=preview))
+            await self.store.inbox_done(entry.key)
+            return "late"
+        outcome = await self._run_exclusive(
+            conversation.key, ticket, lambda: self._answerer.answer(entry, outbox, self._cut)
+        )
+        if outcome == "cancelled":
+            await self.store.inbox_done(entry.key)
+        return outcome
+
+    def _cut(self) -> bool:
+        """True when a cancelled reply was cut by shutdown (it stays in the inbox)."""
+        return self._draining
+
+    def _command_context(self) -> CommandContext:
+        provider = self.provider
+        return CommandContext(
+            store=self.store,
+            access=self.access,
+            clock=self.clock,
+            settings=self.settings,
+            model=f"{provider.model} ({provider.name})",
+            control=self,
+        )
+
+    # -- ordering, cancelling, draining ----------------------------------------
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Wait for a conversation's turn (`ConversationControl`)."""
+        return self._locks.hold(key)
 
     def cancel(self, key: str) -> None:
         """Stop the reply in flight for a conversation (its HTTP stream closes)."""
@@ -127,8 +241,10 @@ class Engine:
             task.cancel()
 
     async def drain(self, grace: float) -> None:
-        """Let replies in flight finish for up to `grace` s, then cancel them."""
-        tasks = [t for t in self._inflight.values() if not t.done()]
+        """Stop accepting; let answers in flight (and queued ones) finish for up
+        to `grace` s, then cut the rest: they stay in the inbox for the restart."""
+        self._draining = True
+        tasks = [t for t in self._tasks if not t.done()]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=grace)
@@ -137,15 +253,16 @@ class Engine:
         if pending:
             await asyncio.wait(pending, timeout=2.0)
 
-    async def _run_exclusive(self, key: str, work: Callable[[], Coroutine[Any, Any, str]]) -> str:
+    async def _run_exclusive(
+        self, key: str, ticket: int, work: Callable[[], Coroutine[Any, Any, str]]
+    ) -> str:
         """Run `work()` once this conversation's earlier messages are done.
 
         In cancel mode a message that was overtaken while it waited for the
         lock is dropped (only the newest of a burst is answered).
         """
-        ticket = self._newest.get(key, 0)
-        async with self.locks.hold(key):
-            if self._newest.get(key, 0) != ticket:
+        async with self._locks.hold(key):
+            if ticket and self._newest.get(key, 0) != ticket:
                 return "cancelled"
             task = asyncio.create_task(work())
             self._inflight[key] = task
@@ -153,150 +270,15 @@ class Engine:
                 return await task
             except asyncio.CancelledError:
                 current = asyncio.current_task()
-                if current is not None and current.cancelling():
+                if self._draining or (current is not None and current.cancelling()):
                     task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
                     raise
-                log.info("reply in %s cancelled", key)  # superseded, /new or shutdown
+                log.info("reply in %s cancelled", key)  # superseded or /new
                 return "cancelled"
             finally:
                 if self._inflight.get(key) is task:
                     del self._inflight[key]
-                if self._newest.get(key) == ticket and self.locks.users(key) == 1:
+                if ticket and self._newest.get(key) == ticket and self._locks.users(key) == 1:
                     self._newest.pop(key, None)
-
-    def say(self, key: str, **values: object) -> str:
-        return say(self.settings.language, key, **values)
-
-    def today(self, now: float) -> str:
-        return datetime.fromtimestamp(now, self.settings.timezone).date().isoformat()
-
-    async def _open_turn(self, message: IncomingMessage, now: float) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send."""
-        conversation = message.conversation
-        session = await self.store.load_session(conversation.key)
-        if session is not None and not session.expired(now, self.settings.session_ttl):
-            return session, neutralise(message.text)
-        ring_user = self.access.ring_user(conversation)
-        entries: list[MemoryEntry] = []
-        if self.settings.inject_entries:
-            ring = await self.store.ring(ring_user, since=now - self.settings.max_age)
-            entries = visible_entries(ring, conversation)[-self.settings.inject_entries :]
-        content = build_bridge(
-            entries,
-            neutralise(message.text),
-            now=now,
-            language=self.settings.language,
-            tz=self.settings.timezone,
-        )
-        fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
-        return fresh, content
-
-    async def _answer(self, message: IncomingMessage, outbox: Outbox) -> str:
-        now = self.clock.now()
-        session, content = await self._open_turn(message, now)
-        prompt = Prompt(
-            system=self.settings.system_prompt,
-            messages=(*session.turns, Turn("user", content)),
-        )
-        reply = StreamingReply(outbox)
-        try:
-            try:
-                usage = await self._stream(prompt, reply, outbox)
-            except ProviderError as exc:
-                await self._report_failure(exc, reply)
-                return "failed"
-            answer = reply.text.strip()
-            if not answer:
-                await reply.finish(self.say("empty_answer"))
-                return "failed"
-            await reply.finish()
-        except DeliveryError as exc:
-            log.warning("reply to %s not delivered: %s", message.conversation.chat_id, exc)
-            return "undelivered"
-        finally:
-            await reply.aclose()
-        self.metrics.tokens.labels(direction="input").inc(usage.input_tokens)
-        self.metrics.tokens.labels(direction="output").inc(usage.output_tokens)
-        # The user has seen the answer: a cancel from here on (/new, a newer
-        # message, shutdown) must not lose the exchange, so the commit is shielded.
-        await asyncio.shield(self._remember(message, session, content, answer, usage, now))
-        return "answered"
-
-    async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
-        usage = Usage()
-        async with _typing_while_silent(outbox, reply):
-            async for event in self.provider.stream(prompt):
-                if isinstance(event, TextDelta):
-                    await reply.push(event.text)
-                else:
-                    usage = usage + event.usage
-        return usage
-
-    async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
-        log.warning("no answer: %s", exc)
-        try:
-            if reply.text.strip():
-                notice = self.say("interrupted", providers=exc.provider or self.provider.name)
-                await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
-            else:
-                await reply.finish(self.say("all_failed", providers=self._chain_names()))
-        except DeliveryError as delivery_exc:
-            log.warning("failure notice not delivered: %s", delivery_exc)
-
-    def _chain_names(self) -> str:
-        """ "main, backup" for a fallback chain; the provider's name otherwise."""
-        chain = getattr(self.provider, "providers", None) or [self.provider]
-        return ", ".join(provider.name for provider in chain)
-
-    async def _remember(
-        self,
-        message: IncomingMessage,
-        session: Session,
-        content: str,
-        answer: str,
-        usage: Usage,
-        now: float,
-    ) -> None:
-        conversation = message.conversation
-        settings = self.settings
-        updated = append_turns(
-            session,
-            [Turn("user", content), Turn("assistant", answer)],
-            now=self.clock.now(),
-            max_turns=settings.session_max_turns,
-        )
-        entry = MemoryEntry(
-            timestamp=now,
-            user_message=cut_text(message.text, settings.user_chars),
-            assistant_summary=cut_summary(answer, settings.summary_chars),
-            session_name=conversation.key,
-            user=updated.user,
-            scope=scope_of(conversation),
-        )
-        try:
-            await self.store.commit_exchange(
-                Exchange(updated.user, updated, entry, usage, self.today(now))
-            )
-        except StoreError as exc:
-            log.error("exchange answered but not stored: %s", exc)
-
-
-@contextlib.asynccontextmanager
-async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIterator[None]:
-    """Keep the platform's typing indicator on until the first text shows."""
-
-    async def keep_typing() -> None:
-        while not reply.started:
-            try:
-                await outbox.typing()
-            except Exception as exc:  # cosmetic: never let it end a good answer
-                log.debug("typing indicator failed: %s", exc)
-            await asyncio.sleep(TYPING_REFRESH)
-
-    task = asyncio.create_task(keep_typing())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from core.models import ChatKind, Conversation, MemoryEntry
+from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
 
 __all__ = [
     "HistoryTexts",

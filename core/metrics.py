@@ -12,7 +12,16 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 # Outcomes of one incoming message, as the engine decided it.
-OUTCOMES = ("answered", "failed", "denied", "command", "duplicate", "cancelled", "undelivered")
+OUTCOMES = (
+    "answered",
+    "failed",
+    "denied",
+    "command",
+    "duplicate",
+    "cancelled",
+    "undelivered",
+    "late",
+)
 
 
 class Metrics:

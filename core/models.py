@@ -49,12 +49,20 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
-    """A platform event, normalised. `event_id` lets the engine drop redeliveries."""
+    """A platform event, normalised.
+
+    `event_id` is the platform's ID of the event (unique per platform); the
+    inbox drops a redelivered one. `reply_address` is whatever the platform's
+    outbox needs to answer (chat, thread, message to reply to), as a string
+    the platform encodes and decodes itself; it is stored with the inbox entry
+    so an answer can still be delivered after a restart.
+    """
 
     conversation: Conversation
     text: str
     event_id: str = ""
     user_name: str = ""
+    reply_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,24 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class InboxEntry:
+    """A received message, held in the store until its answer is remembered.
+
+    `key` is unique per platform event (`platform:event_id`), so it is also
+    the redelivery check. `sent` lists the messages already posted for the
+    answer (progress messages of a stream) and `answer` the final text,
+    recorded before its final delivery: after a crash the answer is finished
+    by editing those messages, never posted a second time.
+    """
+
+    key: str
+    message: IncomingMessage
+    received_at: float
+    answer: str | None = None
+    sent: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Exchange:
     """Everything one answered message changes, committed in one transaction."""
 
@@ -125,3 +151,4 @@ class Exchange:
     usage: Usage
     day: str  # YYYY-MM-DD in the bot's timezone, for usage accounting
     added_turns: int = 2  # how many of session.turns are new (stores append only those)
+    inbox_key: str = ""  # the inbox entry this exchange answers; marked done in the same commit

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.models import Session, Turn
+from chatbridge.core.models import Session, Turn
 
 __all__ = ["append_turns"]
 

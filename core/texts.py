@@ -20,6 +20,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown": "Unknown command {command}. Try /help.",
         "empty_answer": "(The AI service returned an empty answer.)",
         "store_failed": "Sorry, my memory is not reachable right now. Please try again later.",
+        "not_stored": (
+            "(I could not store this exchange, so I will not remember it; "
+            "the admin has been told.)"
+        ),
+        "late": (
+            "Sorry, I was offline when you wrote “{preview}” and it is too late "
+            "to answer now; please ask again if it still matters."
+        ),
+        "cut_by_restart": "[Interrupted by a restart; I will finish this answer when I am back.]",
         "help": (
             "Just write to me. Commands:\n"
             "/new – start a fresh session (memory is kept)\n"
@@ -29,7 +38,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/help – this text"
         ),
         "status": (
-            "Model: {model}\nSession: {session}\nMemory: {ring} entries "
+            "Model: {model}\nSession: {session}\nMemory: {ring} "
             "(kept {max_age})\nTokens today: {tokens_in} in, {tokens_out} out"
         ),
         "session_live": "started {age} ago, expires after {left} more idle",
@@ -54,6 +63,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "store_failed": (
             "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
         ),
+        "not_stored": (
+            "(Diesen Austausch konnte ich nicht speichern, ich werde mich nicht daran "
+            "erinnern; der Admin weiß Bescheid.)"
+        ),
+        "late": (
+            "Entschuldige, ich war offline, als du „{preview}“ geschrieben hast, und "
+            "für eine Antwort ist es jetzt zu spät; frag gern noch einmal."
+        ),
+        "cut_by_restart": "[Durch einen Neustart unterbrochen; ich beende die Antwort danach.]",
         "help": (
             "Schreib mir einfach. Befehle:\n"
             "/new – neue Session (die Erinnerung bleibt)\n"
@@ -63,7 +81,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/help – dieser Text"
         ),
         "status": (
-            "Modell: {model}\nSession: {session}\nErinnerung: {ring} Einträge "
+            "Modell: {model}\nSession: {session}\nErinnerung: {ring} "
             "(für {max_age})\nTokens heute: {tokens_in} rein, {tokens_out} raus"
         ),
         "session_live": "seit {age}, läuft nach {left} Ruhe ab",
@@ -80,8 +98,17 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
+ENTRIES = {"en": ("entry", "entries"), "de": ("Eintrag", "Einträge")}
+
+
 def say(language: str, key: str, **values: object) -> str:
     return TEXTS[language][key].format(**values)
+
+
+def count_entries(language: str, count: int) -> str:
+    """`1 entry`, `3 entries` (`1 Eintrag`, `3 Einträge`)."""
+    one, many = ENTRIES[language]
+    return f"{count} {one if count == 1 else many}"
 
 
 def human_duration(seconds: float) -> str:

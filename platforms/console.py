@@ -11,8 +11,8 @@ import asyncio
 import threading
 from typing import TextIO
 
-from core.models import ChatKind, Conversation, IncomingMessage
-from platforms.base import PlatformLimits
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.platforms.base import PlatformLimits
 
 __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
 

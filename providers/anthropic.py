@@ -20,10 +20,9 @@ from anthropic.types import (
     RawMessageStopEvent,
 )
 from anthropic.types import TextDelta as AnthropicTextDelta
-
-from core.models import Turn, Usage
-from providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
-from providers.base import (
+from chatbridge.core.models import Turn, Usage
+from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
+from chatbridge.providers.base import (
     InvalidRequest,
     Prompt,
     ProviderError,
@@ -81,6 +80,7 @@ class AnthropicProvider:
         max_tokens: int,
     ) -> None:
         self.name = name
+        self.label = name
         self.model = model
         self._secret = api_key
         self._timeout = timeout

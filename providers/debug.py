@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from core.models import Turn, Usage
-from providers.base import Prompt, StreamEvent, TextDelta, UsageReport
+from chatbridge.core.models import Turn, Usage
+from chatbridge.providers.base import Prompt, StreamEvent, TextDelta, UsageReport
 
 ASSISTANT_PREVIEW = 200
 
@@ -39,6 +39,7 @@ class DebugProvider:
 
     def __init__(self, name: str = "debug", *, chunk_chars: int = 400) -> None:
         self.name = name
+        self.label = name
         self.model = "debug"
         self._chunk_chars = chunk_chars
 

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from providers.base import Provider
-from providers.debug import DebugProvider
-from providers.fallback import FallbackProvider
+from chatbridge.providers.base import Provider
+from chatbridge.providers.debug import DebugProvider
+from chatbridge.providers.fallback import FallbackProvider
 
 
 class ProvidersSection(Protocol):
@@ -50,9 +50,9 @@ def build_provider(name: str, cfg: Any) -> Provider:
     # which `chatbridge chat` with another provider should not pay.
     provider_class: type[Provider]
     if kind == "openai":
-        from providers.openai import OpenAIProvider as provider_class
+        from chatbridge.providers.openai import OpenAIProvider as provider_class
     elif kind == "anthropic":
-        from providers.anthropic import AnthropicProvider as provider_class
+        from chatbridge.providers.anthropic import AnthropicProvider as provider_class
     else:
         raise ValueError(f"provider {name!r} has unknown type {kind!r}")
     return provider_class(  # type: ignore[call-arg]

@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Sequence
 
-from providers.base import Prompt, Provider, ProviderError, RateLimited, StreamEvent, TextDelta
+from chatbridge.providers.base import (
+    Prompt,
+    Provider,
+    ProviderError,
+    RateLimited,
+    StreamEvent,
+    TextDelta,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +54,7 @@ class FallbackProvider:
         self._log = logger or _log
         self.name = self._providers[0].name
         self.model = self._providers[0].model
+        self.label = ", ".join(provider.name for provider in self._providers)
 
     @property
     def providers(self) -> tuple[Provider, ...]:

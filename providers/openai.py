@@ -12,11 +12,9 @@ from urllib.parse import urlsplit
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletionMessageParam
-
-from core.models import Usage
-from providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
-from providers.base import (
+from chatbridge.core.models import Usage
+from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
+from chatbridge.providers.base import (
     InvalidRequest,
     Prompt,
     ProviderError,
@@ -27,6 +25,7 @@ from providers.base import (
     TextDelta,
     UsageReport,
 )
+from openai.types.chat import ChatCompletionMessageParam
 
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
@@ -61,6 +60,7 @@ class OpenAIProvider:
         max_tokens: int,
     ) -> None:
         self.name = name
+        self.label = name
         self.model = model
         self._secret = api_key
         self._timeout = timeout

@@ -1,15 +1,26 @@
-"""Persistence for sessions, memory rings and usage; see `base.Store` for the contract."""
+"""Persistence for sessions, memory rings, usage and the inbox; see `base.Store`.
+
+The backends are imported on first use (`open_store`, or the names
+`SqliteStore`, `JsonStore`, `RedisStore` from this package), so a bot on
+SQLite never loads the redis client library.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from core.store.base import Store, StoreCorrupt, StoreError
-from core.store.json_file import JsonStore
-from core.store.redis_store import RedisStore
-from core.store.sqlite import SqliteStore
+from chatbridge.core.store.base import DEDUPE_WINDOW, Inbox, Store, StoreCorrupt, StoreError
+
+if TYPE_CHECKING:
+    from chatbridge.core.store.json_file import JsonStore
+    from chatbridge.core.store.redis_store import RedisStore
+    from chatbridge.core.store.sqlite import SqliteStore
 
 __all__ = [
+    "DEDUPE_WINDOW",
+    "Inbox",
     "JsonStore",
     "RedisStore",
     "SqliteStore",
@@ -19,6 +30,20 @@ __all__ = [
     "open_store",
 ]
 
+_BACKENDS = {
+    "SqliteStore": "chatbridge.core.store.sqlite",
+    "JsonStore": "chatbridge.core.store.json_file",
+    "RedisStore": "chatbridge.core.store.redis_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`from chatbridge.core.store import RedisStore` imports the backend only then."""
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 async def open_store(*, backend: str, path: Path, url: str, max_entries: int) -> Store:
     """Build and open the configured backend; raises `StoreError` if it cannot be used.
@@ -27,10 +52,16 @@ async def open_store(*, backend: str, path: Path, url: str, max_entries: int) ->
     """
     store: SqliteStore | JsonStore | RedisStore
     if backend == "sqlite":
+        from chatbridge.core.store.sqlite import SqliteStore
+
         store = SqliteStore(path, max_entries=max_entries)
     elif backend == "json":
+        from chatbridge.core.store.json_file import JsonStore
+
         store = JsonStore(path, max_entries=max_entries)
     elif backend == "redis":
+        from chatbridge.core.store.redis_store import RedisStore
+
         store = RedisStore(url, max_entries=max_entries)
     else:
         raise StoreError(f"unknown store backend {backend!r}; use sqlite, json or redis")

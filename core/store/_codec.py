@@ -12,8 +12,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from core.models import MemoryEntry, Session, Turn
-from core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.models import (
+    ChatKind,
+    Conversation,
+    InboxEntry,
+    IncomingMessage,
+    MemoryEntry,
+    Session,
+    Turn,
+)
+from chatbridge.core.store.base import StoreCorrupt, StoreError
 
 ENTRY_FIELDS = ("timestamp", "user_message", "assistant_summary", "session_name", "workdir")
 # Tombstones of `forget` only have to outlive replies in flight at the time.
@@ -103,6 +111,63 @@ def legacy_user(session_name: str) -> str:
     platform, sep, ident = session_name.partition("_")
     ok = sep and platform.isalnum() and platform.islower() and ident and not ident.isspace()
     return f"{platform}:{ident}" if ok else ""
+
+
+# An inbox message as stored: the conversation's fields, flat, then the message's.
+MESSAGE_FIELDS = (
+    "platform", "chat", "user", "thread", "kind", "text", "event_id", "user_name", "reply_address",
+)  # fmt: skip
+
+
+def message_to_json(m: IncomingMessage) -> dict[str, str]:
+    c = m.conversation
+    values = [c.platform, c.chat, c.user, c.thread, c.kind.value]
+    values += [m.text, m.event_id, m.user_name, m.reply_address]
+    return dict(zip(MESSAGE_FIELDS, values, strict=True))
+
+
+def message_from_json(raw: Any) -> IncomingMessage:
+    """Errors name the field, never its value (the text is the user's)."""
+    if not isinstance(raw, dict) or not _all_str(raw, MESSAGE_FIELDS):
+        raise ValueError(f"the message needs the string fields {', '.join(MESSAGE_FIELDS)}")
+    try:
+        kind = ChatKind(raw["kind"])
+    except ValueError:
+        raise ValueError("the message has an unknown chat kind") from None
+    c = Conversation(raw["platform"], raw["chat"], raw["user"], raw["thread"], kind)
+    return IncomingMessage(c, raw["text"], raw["event_id"], raw["user_name"], raw["reply_address"])
+
+
+def sent_from_json(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
+        raise ValueError("sent is not a list of strings")
+    return tuple(raw)
+
+
+def inbox_to_json(entry: InboxEntry) -> dict[str, Any]:
+    return {
+        "key": entry.key,
+        "received_at": entry.received_at,
+        "message": message_to_json(entry.message),
+        "answer": entry.answer,
+        "sent": list(entry.sent),
+    }
+
+
+def inbox_from_json(raw: Any) -> InboxEntry:
+    """Parse `inbox_to_json`'s output; ValueError (naming no user text) otherwise."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("key"), str):
+        raise ValueError("an inbox entry has no key")
+    if not is_num(raw.get("received_at")):
+        raise ValueError(f"inbox entry {raw['key']!r} has no received_at")
+    answer = raw.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        raise ValueError(f"inbox entry {raw['key']!r}: answer is not a string")
+    try:
+        message, sent = message_from_json(raw.get("message")), sent_from_json(raw.get("sent"))
+    except ValueError as err:
+        raise ValueError(f"inbox entry {raw['key']!r}: {err}") from None
+    return InboxEntry(raw["key"], message, float(raw["received_at"]), answer, sent)
 
 
 def user_hash(user: str) -> str:

@@ -12,29 +12,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.models import MemoryEntry, Session, Usage
-from core.store._codec import (
+from chatbridge.core.models import InboxEntry, MemoryEntry, Session, Usage
+from chatbridge.core.store._codec import (
     corrupt,
     entry_from_json,
     entry_to_json,
     fsync_dir,
+    inbox_from_json,
+    inbox_to_json,
     is_num,
     session_from_json,
     session_to_json,
     unreadable,
 )
-from core.store.base import StoreError
+from chatbridge.core.store.base import StoreError
 
 
 @dataclass(slots=True)
 class State:
     """The sidecar: sessions by key, usage by user then day, the commit marker,
-    and `forget`'s tombstones (SHA-256 of the user ID → wall-clock time)."""
+    `forget`'s tombstones (SHA-256 of the user ID → wall-clock time), the
+    pending inbox entries by key in insertion order, and the done markers
+    (key → wall-clock time it was done; nothing else is kept of them)."""
 
     sessions: dict[str, Session] = field(default_factory=dict)
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)
     last_entry: MemoryEntry | None = None
     forgotten: dict[str, float] = field(default_factory=dict)
+    inbox: dict[str, InboxEntry] = field(default_factory=dict)
+    inbox_done: dict[str, float] = field(default_factory=dict)
 
 
 def read_ring(path: Path) -> list[MemoryEntry]:
@@ -65,6 +71,7 @@ def read_state(path: Path) -> State:
         if not all(is_num(at) for at in forgotten.values()):
             raise ValueError("forgotten must map hashes to times")
         last = data.get("last_entry")
+        inbox, done = _inbox(data)
         return State(
             {key: session_from_json(key, raw) for key, raw in sessions.items()},
             {
@@ -76,6 +83,8 @@ def read_state(path: Path) -> State:
             },
             None if last is None else entry_from_json(last),
             {h: float(at) for h, at in forgotten.items()},
+            inbox,
+            done,
         )
     except (ValueError, TypeError, KeyError) as err:
         raise corrupt(path, "JSON", f"malformed state: {err}") from err
@@ -99,6 +108,8 @@ def state_bytes(state: State) -> bytes:
             },
             "last_entry": None if state.last_entry is None else entry_to_json(state.last_entry),
             "forgotten": state.forgotten,
+            "inbox": [inbox_to_json(e) for e in state.inbox.values()],
+            "inbox_done": state.inbox_done,
         }
     )
 
@@ -140,6 +151,23 @@ def _read_json(path: Path) -> Any:
         return json.loads(raw)
     except ValueError as err:  # includes UnicodeDecodeError
         raise corrupt(path, "JSON", f"invalid JSON: {err}") from err
+
+
+def _inbox(data: dict[str, Any]) -> tuple[dict[str, InboxEntry], dict[str, float]]:
+    """Both are absent in files written before the inbox existed."""
+    raw = data.get("inbox", [])
+    if not isinstance(raw, list):
+        raise ValueError("inbox must be a JSON array")
+    pending = {}
+    for item in raw:
+        entry = inbox_from_json(item)
+        if entry.key in pending:
+            raise ValueError(f"inbox entry {entry.key!r} appears twice")
+        pending[entry.key] = entry
+    done = _object(data, "inbox_done")
+    if not all(is_num(at) for at in done.values()):
+        raise ValueError("inbox_done must map keys to times")
+    return pending, {k: float(at) for k, at in done.items()}
 
 
 def _object(state: Any, name: str) -> dict[str, Any]:

@@ -13,8 +13,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from core.store._codec import corrupt, unreadable
-from core.store.base import StoreError
+from chatbridge.core.store._codec import corrupt, unreadable
+from chatbridge.core.store.base import StoreError
 
 SCHEMA_VERSION = 1  # bump with a migration in _sqlite_file; older builds then refuse the file
 _MAGIC = b"SQLite format 3\x00"

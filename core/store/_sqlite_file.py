@@ -6,9 +6,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-from core.store._codec import fsync_dir
-from core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
-from core.store.base import StoreError
+from chatbridge.core.store._codec import fsync_dir
+from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
+from chatbridge.core.store._sqlite_inbox import INBOX_MARKER, INBOX_TABLE
+from chatbridge.core.store.base import StoreError
 
 # Tombstones of forgotten ring owners (SHA-256 of the user ID, wall-clock time
 # of the forget), so a reply in flight during `forget` cannot write back.
@@ -33,7 +34,7 @@ CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
-{FORGOTTEN_TABLE}"""
+{FORGOTTEN_TABLE}{INBOX_TABLE}"""
 
 
 def create(path: Path) -> None:
@@ -87,6 +88,8 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
         db.execute("SELECT count(*) FROM meta").fetchone()
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'forgotten'").fetchone():
             db.execute(FORGOTTEN_TABLE)  # a file made before tombstones existed
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (INBOX_MARKER,)).fetchone():
+            db.executescript(f"BEGIN IMMEDIATE; {INBOX_TABLE} COMMIT;")  # made before the inbox
     except sqlite3.Error as err:
         db.close()
         if is_locked(err):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from core.models import Exchange, MemoryEntry, Session, Usage
+from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Usage
 
 
 class Store(Protocol):
     """Sessions, memory rings and usage counters.
 
-    `commit_exchange` is the only write on the hot path and is atomic: after it
+    `commit_exchange` is the main write on the hot path and is atomic: after it
     returns, a killed process still finds the session, the ring entry and the
     usage on restart; before it returns, none of them.
     """
@@ -35,6 +35,8 @@ class Store(Protocol):
         `forget`, whose session holds the forgotten history), nothing at all is
         written and the call returns normally. The check is part of the same
         transaction; a session started after the forget is stored as usual.
+        The inbox entry `exchange.inbox_key` (if set) is marked done in the
+        same transaction, in both cases.
         """
         ...
 
@@ -58,6 +60,56 @@ class Store(Protocol):
     async def aclose(self) -> None:
         """Flush and release files/connections; safe to call twice."""
         ...
+
+    # The inbox (see `Inbox`) is part of every store.
+    async def inbox_add(self, entry: InboxEntry) -> bool: ...
+
+    async def inbox_progress(
+        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
+    ) -> None: ...
+
+    async def inbox_done(self, key: str) -> None: ...
+
+    async def inbox_pending(self) -> list[InboxEntry]: ...
+
+
+class Inbox(Protocol):
+    """Received messages, held durably until their answer is remembered.
+
+    Life of an entry: `inbox_add` (before the platform is acknowledged) ->
+    `inbox_progress` (what was posted so far, then the final answer before
+    its final delivery) -> done, either in `Store.commit_exchange` (when
+    `exchange.inbox_key` names it, in the same transaction) or by
+    `inbox_done` (commands, refusals, failures, notices).
+
+    A done entry keeps only its key and time (no text) for `DEDUPE_WINDOW`
+    seconds, so a platform's redelivery in that window is still refused.
+    """
+
+    async def inbox_add(self, entry: InboxEntry) -> bool:
+        """Store `entry` at once and durably; False (and nothing written) when
+        its key is already pending or was done within `DEDUPE_WINDOW`."""
+        ...
+
+    async def inbox_progress(
+        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
+    ) -> None:
+        """Record the messages posted so far and, once known, the final answer
+        (`None` keeps a recorded answer). A key not pending is ignored."""
+        ...
+
+    async def inbox_done(self, key: str) -> None:
+        """Mark the entry done without an exchange; its text is erased."""
+        ...
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        """Every entry not done, oldest `received_at` first."""
+        ...
+
+
+DEDUPE_WINDOW = 3600.0
+"""How long a done entry's key keeps refusing redeliveries (Slack retries for
+~5 minutes, Telegram webhooks for longer; an hour covers both)."""
 
 
 class StoreError(Exception):

@@ -5,19 +5,20 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.models import Exchange, MemoryEntry, Session, Usage
-from core.store._codec import (
+from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Usage
+from chatbridge.core.store._codec import (
     TOMBSTONE_KEEP,
     copy_session,
     forgotten_since,
     unreadable,
     user_hash,
 )
-from core.store._json_files import (
+from chatbridge.core.store._json_files import (
     State,
     atomic_write,
     read_ring,
@@ -25,7 +26,7 @@ from core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
-from core.store.base import StoreError
+from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
 
 
 class JsonStore:
@@ -39,9 +40,14 @@ class JsonStore:
     the seed's format plus `user` and `scope` (seed entries without them are
     migrated on load, see `_codec.entry_from_json`; the file is rewritten in
     the new form by the next write, never by `open`). `<path>.state.json`
-    holds `{"sessions", "usage", "last_entry", "forgotten"}`; `forgotten` maps
-    the SHA-256 of each forgotten user ID to the wall-clock time of the forget
-    (pruned after 7 days), so a reply in flight during `forget` is not written.
+    holds `{"sessions", "usage", "last_entry", "forgotten", "inbox",
+    "inbox_done"}`; `forgotten` maps the SHA-256 of each forgotten user ID to
+    the wall-clock time of the forget (pruned after 7 days), so a reply in
+    flight during `forget` is not written.
+    The inbox lives in the state file too: `"inbox"` lists the pending entries
+    (`_codec.inbox_to_json`) in insertion order, `"inbox_done"` maps each done
+    key to the wall-clock time it was done (pruned after `DEDUPE_WINDOW` by the
+    next add). Every inbox call that changes something rewrites the state file.
 
     Atomicity across two files: a commit writes the state file first, carrying
     the new entry as `last_entry`; that rename is the commit point. If the
@@ -132,11 +138,15 @@ class JsonStore:
         If the state write fails nothing changed. If only the ring write fails the
         exchange is committed (the state file has it) and `StoreError` still tells
         the caller the disk is in trouble. Writes nothing if `ring_user` was
-        forgotten at or after the session started.
+        forgotten at or after the session started, except that the inbox entry
+        `exchange.inbox_key` is marked done (in the same state write otherwise).
         """
         user, key, day = exchange.ring_user, exchange.session.key, exchange.day
         state = self._live()
+        undo_done = _mark_done(state, exchange.inbox_key)
         if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
+            if undo_done is not None:
+                self._write_state(undo_done)
             return  # a reply in flight during forget(); see base.Store.forget
         days = state.usage.setdefault(user, {})
         before = (self._ring.get(user), state.sessions.get(key), days.get(day), state.last_entry)
@@ -152,6 +162,8 @@ class JsonStore:
             _put(state.sessions, key, before[1])
             _put(days, day, before[2])
             state.last_entry = before[3]
+            if undo_done is not None:
+                undo_done()
             raise
         atomic_write(self._path, self._ring_bytes())
 
@@ -181,6 +193,48 @@ class JsonStore:
     async def usage(self, user: str, *, day: str) -> Usage:
         return self._live().usage.get(user, {}).get(day, Usage())
 
+    async def inbox_add(self, entry: InboxEntry) -> bool:
+        """Also drops done markers older than `DEDUPE_WINDOW` before `entry.received_at`."""
+        state = self._live()
+        cutoff = entry.received_at - DEDUPE_WINDOW
+        done_at = state.inbox_done.get(entry.key)
+        if entry.key in state.inbox or (done_at is not None and done_at >= cutoff):
+            return False
+        done = state.inbox_done
+        state.inbox_done = {k: at for k, at in done.items() if at >= cutoff}
+        state.inbox[entry.key] = entry
+
+        def undo() -> None:
+            del state.inbox[entry.key]
+            state.inbox_done = done
+
+        self._write_state(undo)
+        return True
+
+    async def inbox_progress(
+        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
+    ) -> None:
+        state = self._live()
+        old = state.inbox.get(key)
+        if old is None:
+            return
+        answer = old.answer if answer is None else answer
+        state.inbox[key] = replace(old, sent=tuple(sent), answer=answer)  # keeps its place
+
+        def undo() -> None:
+            state.inbox[key] = old
+
+        self._write_state(undo)
+
+    async def inbox_done(self, key: str) -> None:
+        undo = _mark_done(self._live(), key)
+        if undo is not None:
+            self._write_state(undo)
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        """Oldest `received_at` first; `sorted` is stable, so ties keep insertion order."""
+        return sorted(self._live().inbox.values(), key=lambda e: e.received_at)
+
     async def aclose(self) -> None:
         """Every write is already on disk; this refuses further use and frees the lock."""
         self._open = False
@@ -193,6 +247,30 @@ class JsonStore:
 
     def _ring_bytes(self) -> bytes:
         return ring_bytes([e for entries in self._ring.values() for e in entries])
+
+    def _write_state(self, undo: Callable[[], None]) -> None:
+        """Write the state file; if that fails, `undo` the change in memory and re-raise."""
+        try:
+            atomic_write(self._state_path, state_bytes(self._state))
+        except StoreError:
+            undo()
+            raise
+
+
+def _mark_done(state: State, key: str) -> Callable[[], None] | None:
+    """Mark a pending `key` done in memory (dropping its text); returns how to
+    undo that, or None if `key` is empty or not pending."""
+    if not key or key not in state.inbox:
+        return None
+    inbox, before = dict(state.inbox), state.inbox_done.get(key)  # pending: a few entries
+    del state.inbox[key]
+    state.inbox_done[key] = time.time()
+
+    def undo() -> None:
+        state.inbox = inbox  # the entry back in its place, so ties keep their order
+        _put(state.inbox_done, key, before)
+
+    return undo
 
 
 def _put(d: dict[str, Any], key: str, value: Any) -> None:

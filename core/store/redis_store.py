@@ -1,4 +1,4 @@
-"""The Redis store: lets several bot processes share sessions, rings and usage.
+"""The Redis store: lets several bot processes share sessions, rings, usage and the inbox.
 
 Data layout (``P`` is the constructor's `prefix`, "chatbridge:" by default).
 Every key is ``P`` + a fixed tag + exactly one variable part, so user IDs and
@@ -20,6 +20,16 @@ session keys may contain ':' (``telegram:579304651``,
     P forgotten:{sha256}     STRING the wall-clock time (repr of a float) of the
                                     last `forget` of the user whose ID has this
                                     SHA-256 hex digest; see Forget below
+    P inbox:{key}            HASH   a pending inbox entry: received_at, seq,
+                                    message (JSON, `_codec.message_to_json`),
+                                    sent (JSON array), answer (absent: None)
+    P inbox-pending          ZSET   the pending keys, scored by received_at
+                                    (ties: by the entries' seq)
+    P inbox-done:{key}       STRING the wall-clock time an entry was done; it
+                                    holds nothing else and expires after
+                                    `DEDUPE_WINDOW`, which is what refuses
+                                    a redelivery meanwhile
+    P inbox-seq              STRING the counter that numbers entries (seq)
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
@@ -27,6 +37,9 @@ user-sessions get `ttl` (7 days by default), usage keys 8 days (only today's
 count is ever read), user-days the longer of the two so it outlives every key
 it lists. A user who stays away longer than that is gone without `forget`.
 Tombstones (forgotten:) live as long as user-days and are never refreshed.
+Inbox entries, inbox-pending and inbox-seq get `ttl` when an entry is added
+(not refreshed by progress), so an entry nobody finished disappears with its
+conversation; done markers live `DEDUPE_WINDOW`.
 
 Atomicity: `commit_exchange`, `save_session` and `forget` are one MULTI/EXEC
 transaction each, so other clients see all of a write or none of it. Redis
@@ -34,7 +47,9 @@ does not roll a transaction back when one of its commands fails (e.g. RPUSH
 onto somebody's string), so a write first reads the TYPE of every key it will
 touch (and that the usage counters are integers) in one round trip, and runs
 MULTI/EXEC only if all are absent or as above; otherwise it raises
-`StoreCorrupt` naming the key and writes nothing. Writes do not WATCH: our own
+`StoreCorrupt` naming the key and writes nothing. The inbox calls that read
+before they write (add, progress, done) are each one Lua script instead, which
+does the same checks first (`_redis_inbox`). Writes do not WATCH: our own
 clients only ever create the types above, and optimistic locking starves
 under concurrent commits for one user (every EXEC but one aborts). Only a
 foreign client changing a key's type in the sub-millisecond gap between check
@@ -58,9 +73,11 @@ committed since the forget. Times are wall clocks of the clients, so bot
 hosts sharing a server need synchronised clocks.
 
 Privacy: `forget` DELetes every key above for the user, and the tombstone
-names the user only by hash. Whether the text then lingers in an RDB snapshot
-or AOF file until the next rewrite is the server's persistence configuration,
-not ours.
+names the user only by hash. Pending inbox entries are not the user's history
+and stay (they are answered, then done); a done entry is only its key and a
+time, its hash being DELeted when it is marked done. Whether the text then
+lingers in an RDB snapshot or AOF file until the next rewrite is the server's
+persistence configuration, not ours.
 
 Errors: a server that cannot be reached raises `StoreError` naming the URL;
 a password in the URL (``redis://user:pw@host`` or ``?password=``) is shown as
@@ -71,72 +88,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
-import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
-from redis.exceptions import (
-    AuthenticationError,
-    RedisError,
-    ResponseError,
-    WatchError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.typing import EncodableT, FieldT
-
-from config import mask_url, url_secrets
-from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store._codec import (
+from chatbridge.core.models import Exchange, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.store._codec import (
     entry_from_json,
     entry_to_json,
     forgotten_since,
     turns_from_json,
     user_hash,
 )
-from core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
+from chatbridge.core.store._redis_inbox import RedisInbox
+from redis.asyncio.client import Pipeline
+from redis.exceptions import WatchError
+from redis.typing import EncodableT, FieldT
 
-DEFAULT_TTL = 7 * 24 * 3600.0
-USAGE_TTL = 8 * 24 * 3600.0
-# `forget` retries when a watched key changed, i.e. the user committed meanwhile,
-# after a random pause of up to attempt x _BACKOFF seconds (~0.2 s in all at most).
-_MAX_ATTEMPTS = 20
-_BACKOFF = 0.001
-# A server that accepts the TCP connection but never answers must not hang a commit.
-_CONNECT_TIMEOUT = 5.0
-_SOCKET_TIMEOUT = 10.0
-_COUNTERS = ("input_tokens", "output_tokens")
+__all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore:
-    """Sessions, rings and usage in Redis; see the module docstring for the key layout."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        max_entries: int,
-        prefix: str = "chatbridge:",
-        ttl: float = DEFAULT_TTL,
-    ) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
-        if ttl <= 0:
-            raise ValueError("ttl must be positive")
-        self._url = url
-        self._shown = mask_url(url)
-        self._secrets = url_secrets(url)
-        self._max = max_entries
-        self._prefix = prefix
-        self._ttl_ms = max(1, int(ttl * 1000))
-        self._usage_ttl_ms = int(USAGE_TTL * 1000)
-        self._client: aioredis.Redis | None = None
+class RedisStore(RedisInbox):
+    """Sessions, rings, usage and the inbox in Redis; see the module docstring
+    for the key layout. The constructor is `RedisConnection`'s:
+    ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""
 
     # -- keys ---------------------------------------------------------------
 
@@ -163,29 +140,6 @@ class RedisStore:
         return f"{self._prefix}forgotten:{user_hash(user)}"
 
     # -- the Store protocol -------------------------------------------------
-
-    async def open(self) -> None:
-        """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
-        if self._client is not None:
-            return
-        try:
-            client = aioredis.from_url(
-                self._url,
-                decode_responses=True,
-                socket_connect_timeout=_CONNECT_TIMEOUT,
-                socket_timeout=_SOCKET_TIMEOUT,
-            )
-        except ValueError as err:
-            raise StoreError(
-                f"{self._shown} is not a usable Redis URL ({self._scrub(str(err))})"
-            ) from err
-        try:
-            with self._errors("connect"):
-                await client.ping()
-        except BaseException:
-            await client.aclose()
-            raise
-        self._client = client
 
     async def load_session(self, key: str) -> Session | None:
         hkey, tkey = self._session_key(key), self._turns_key(key)
@@ -229,7 +183,9 @@ class RedisStore:
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One MULTI/EXEC: session, its new turns, ring entry (filed under
         `ring_user`), usage, then both trims and the expiries — or nothing if
-        `ring_user` was forgotten at or after the session started."""
+        `ring_user` was forgotten at or after the session started. The inbox
+        entry `exchange.inbox_key` is marked done in that MULTI, or by itself
+        when the user was forgotten."""
         user, session, usage = exchange.ring_user, exchange.session, exchange.usage
         key = session.key
         hkey, tkey, owned = (
@@ -249,6 +205,7 @@ class RedisStore:
 
         def queue(tx: Pipeline) -> None:
             tx.get(tomb)  # first: did a forget land after the check below?
+            self._queue_inbox_done(tx, exchange.inbox_key)
             tx.hset(hkey, mapping=_session_fields(session))
             if added:
                 tx.rpush(tkey, *added)
@@ -269,10 +226,13 @@ class RedisStore:
 
         expect = {hkey: "hash", tkey: "list", owned: "set", rkey: "list", ukey: "hash", days: "set"}
         expect[tomb] = "string"
+        expect |= self._inbox_types(exchange.inbox_key)
         client = self._conn()
         with self._errors("write"):
             at = await self._check_types(expect, ukey, tombstone=tomb)
             if forgotten_since(at, session.started_at):
+                if exchange.inbox_key:  # answered all the same: no redelivery
+                    await self.inbox_done(exchange.inbox_key)
                 return  # a reply in flight during forget(); see base.Store.forget
             async with client.pipeline(transaction=True) as tx:
                 queue(tx)
@@ -305,7 +265,7 @@ class RedisStore:
         tomb, tomb_ms = self._tombstone_key(user), max(self._ttl_ms, self._usage_ttl_ms)
         client = self._conn()
         with self._errors("forget"):
-            for attempt in range(_MAX_ATTEMPTS):
+            for attempt in range(MAX_ATTEMPTS):
                 async with client.pipeline(transaction=True) as tx:
                     try:
                         await tx.watch(owned, days)
@@ -332,160 +292,21 @@ class RedisStore:
                     except WatchError:
                         pass
                 # Jittered backoff, so a user's commits in between let forget through.
-                await asyncio.sleep(random.uniform(0, _BACKOFF * (attempt + 1)))
+                await asyncio.sleep(random.uniform(0, BACKOFF * (attempt + 1)))
         raise self._busy("forget")
 
     async def usage(self, user: str, *, day: str) -> Usage:
         ukey = self._usage_key(user, day)
-        (values,) = await self._read([(ukey, "hmget", (list(_COUNTERS),))])
+        (values,) = await self._read([(ukey, "hmget", (list(COUNTERS),))])
         return Usage(*(self._counter(ukey, v) for v in values))
 
-    async def aclose(self) -> None:
-        """Close the connection pool. Idempotent."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
     # -- helpers ------------------------------------------------------------
-
-    async def _transaction(
-        self,
-        expect: dict[str, str],
-        queue: Callable[[Pipeline], None],
-        *,
-        counters: str | None = None,
-    ) -> None:
-        """Check the types of `expect`'s keys (and the integer fields of the
-        `counters` hash), then run what `queue` adds in one MULTI/EXEC."""
-        client = self._conn()
-        with self._errors("write"):
-            await self._check_types(expect, counters)
-            async with client.pipeline(transaction=True) as tx:
-                queue(tx)
-                await tx.execute()
-
-    async def _check_types(
-        self, expect: dict[str, str], counters: str | None, *, tombstone: str | None = None
-    ) -> float | None:
-        """Raise `StoreCorrupt` for a key that exists with another type than expected;
-        in the same round trip GET `tombstone` and return its time (None if absent)."""
-        pipe = self._conn().pipeline(transaction=False)
-        for k in expect:
-            pipe.type(k)
-        if counters is not None:
-            pipe.hmget(counters, list(_COUNTERS))
-        if tombstone is not None:
-            pipe.get(tombstone)
-        results = await pipe.execute(raise_on_error=False)
-        for (k, want), found in zip(expect.items(), results, strict=False):
-            if isinstance(found, Exception):
-                raise found
-            if found not in ("none", want):
-                raise self._corrupt(k, f"it is a {found}, not a {want}")
-        rest = results[len(expect) :]
-        for r in rest:
-            if isinstance(r, Exception):
-                raise r
-        if counters is not None:
-            for value in rest.pop(0):
-                self._counter(counters, value)
-        return None if tombstone is None else self._tombstone_at(tombstone, rest[0])
-
-    async def _read(
-        self,
-        calls: Sequence[tuple[str, str, tuple[Any, ...]]],
-        *,
-        transaction: bool = False,
-    ) -> list[Any]:
-        """Run `(key, command, args)` reads in one round trip (one MULTI/EXEC if
-        `transaction`, for a consistent view); WRONGTYPE → `StoreCorrupt` naming
-        the key."""
-        if not calls:
-            return []
-        pipe = self._conn().pipeline(transaction=transaction)
-        for k, command, args in calls:
-            getattr(pipe, command)(k, *args)
-        with self._errors("read"):
-            results = await pipe.execute(raise_on_error=False)
-        for (k, _, _), r in zip(calls, results, strict=True):
-            if isinstance(r, ResponseError) and str(r).startswith("WRONGTYPE"):
-                raise self._corrupt(k, "it holds a value of the wrong type")
-            if isinstance(r, Exception):
-                with self._errors("read"):
-                    raise r
-        return list(results)
 
     def _turns(self, tkey: str, raw: list[str]) -> list[Turn]:
         try:
             return turns_from_json([json.loads(t) for t in raw])
         except ValueError as err:
             raise self._corrupt(tkey, str(err)) from err
-
-    def _tombstone_at(self, key: str, value: str | None) -> float | None:
-        if value is None:
-            return None
-        try:
-            return float(value)
-        except ValueError as err:
-            raise self._corrupt(key, f"time {value!r} is not a number") from err
-
-    def _counter(self, ukey: str, value: str | None) -> int:
-        if value is None:
-            return 0
-        try:
-            return int(value)
-        except ValueError as err:
-            raise self._corrupt(ukey, f"counter {value!r} is not an integer") from err
-
-    def _conn(self) -> aioredis.Redis:
-        if self._client is None:
-            raise StoreError(f"the redis store at {self._shown} is not open")
-        return self._client
-
-    @contextmanager
-    def _errors(self, op: str) -> Iterator[None]:
-        """Turn redis-py and socket errors into one-sentence `StoreError`s naming the URL."""
-        try:
-            yield
-        except AuthenticationError as err:
-            raise StoreError(
-                f"{self._shown} refused the login ({self._reason(err)}); "
-                "check the user and password in memory.url"
-            ) from err
-        except (RedisConnectionError, RedisTimeoutError, OSError) as err:
-            raise StoreError(
-                f"{self._shown} is not reachable ({self._reason(err)}); is Redis running?"
-            ) from err
-        except RedisError as err:
-            raise StoreError(f"{self._shown}: {op} failed ({self._reason(err)})") from err
-
-    def _reason(self, err: BaseException) -> str:
-        """The OS's words for a socket error (``Connection refused``), else redis-py's."""
-        for e in (err, err.__cause__, err.__context__):
-            if isinstance(e, OSError) and e.errno and e.errno > 0:
-                return os.strerror(e.errno)
-            if isinstance(e, OSError) and e.strerror:
-                return self._scrub(e.strerror)
-        if isinstance(err, RedisTimeoutError | TimeoutError):
-            return "timed out"
-        return self._scrub(str(err).strip().rstrip(".")) or type(err).__name__
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _corrupt(self, key: str, reason: str) -> StoreCorrupt:
-        return StoreCorrupt(
-            f"redis key {key!r} at {self._shown} is not chatbridge data ({reason}); "
-            "it was left untouched — delete or rename it"
-        )
-
-    def _busy(self, op: str) -> StoreError:
-        return StoreError(
-            f"{self._shown}: {op} gave up after {_MAX_ATTEMPTS} attempts "
-            "because other clients kept changing the same keys; retry"
-        )
 
 
 def _session_fields(s: Session) -> dict[FieldT, EncodableT]:

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store import _sqlite_check, _sqlite_file
-from core.store._codec import TOMBSTONE_KEEP, unreadable, user_hash
-from core.store.base import StoreError
+from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.store import _sqlite_check, _sqlite_file, _sqlite_inbox
+from chatbridge.core.store._codec import TOMBSTONE_KEEP, corrupt, unreadable, user_hash
+from chatbridge.core.store.base import StoreError
 
 _UPSERT_SESSION = """
 INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
@@ -76,6 +76,11 @@ class SqliteStore:
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
+
+    The inbox (`_sqlite_inbox`) is one table in the same file: add, progress
+    and done are one autocommit statement each (one write transaction, so
+    the redelivery check holds across processes), and `commit_exchange` marks
+    its entry done inside its own transaction.
     """
 
     def __init__(self, path: Path, *, max_entries: int) -> None:
@@ -85,6 +90,7 @@ class SqliteStore:
         self._max = max_entries
         self._db: sqlite3.Connection | None = None
         self._vacuum_on_forget = False
+        self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
@@ -124,7 +130,8 @@ class SqliteStore:
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One transaction: session, its new turns, ring entry (filed under
         `ring_user`), usage, then both trims — or nothing if `ring_user` was
-        forgotten at or after the session started."""
+        forgotten at or after the session started. The inbox entry
+        `exchange.inbox_key` is marked done in the same transaction, either way."""
         user, e, u = exchange.ring_user, exchange.entry, exchange.usage
         session, key = exchange.session, exchange.session.key
         added = session.turns[len(session.turns) - exchange.added_turns :]
@@ -138,6 +145,8 @@ class SqliteStore:
             e.scope,
         )
         with self._txn() as db:
+            if exchange.inbox_key:
+                _sqlite_inbox.done(db, exchange.inbox_key, time.time())
             if db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 return  # a reply in flight during forget(); see base.Store.forget
             db.execute(_UPSERT_SESSION, _session_row(session, key))
@@ -185,6 +194,30 @@ class SqliteStore:
         )
         return Usage(*rows[0]) if rows else Usage()
 
+    async def inbox_add(self, entry: InboxEntry) -> bool:
+        prune = self._inbox_adds % _sqlite_inbox.PRUNE_EVERY == 0
+        with self._autocommit() as db:
+            added = _sqlite_inbox.add(db, entry, prune=prune)
+        self._inbox_adds += 1
+        return added
+
+    async def inbox_progress(
+        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
+    ) -> None:
+        with self._autocommit() as db:
+            _sqlite_inbox.progress(db, key, sent, answer)
+
+    async def inbox_done(self, key: str) -> None:
+        with self._autocommit() as db:
+            _sqlite_inbox.done(db, key, time.time())
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        rows = self._read(_sqlite_inbox.PENDING, ())
+        try:
+            return _sqlite_inbox.entries(rows)
+        except ValueError as err:
+            raise corrupt(self._path, "SQLite", str(err)) from err
+
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None
@@ -206,6 +239,14 @@ class SqliteStore:
         if self._db is None:
             raise StoreError(f"{self._path} is not open")
         return self._db
+
+    @contextmanager
+    def _autocommit(self) -> Iterator[sqlite3.Connection]:
+        """For writes that are one statement each: each is its own transaction."""
+        try:
+            yield self._conn()
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: write failed ({err})") from err
 
     @contextmanager
     def _txn(self) -> Iterator[sqlite3.Connection]:

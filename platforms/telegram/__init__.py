@@ -1,13 +1,17 @@
-"""Telegram adapter: python-telegram-bot in, `engine.handle(msg, outbox)` out.
+"""Telegram adapter: Bot API updates in, `handler.accept(msg)` out.
 
 Only translation lives here; sessions, memory, commands and access control
 are the engine's business.
 """
 
-from ._adapter import ALLOWED_UPDATES, WEBHOOK_PATH, EngineLike, TelegramPlatform
-from ._filters import Accepted, BotIdentity, accept
+from __future__ import annotations
+
+from typing import Any
+
+from ._adapter import ALLOWED_UPDATES, WEBHOOK_PATH, TelegramPlatform
+from ._filters import Accepted, BotIdentity, accept, normalise_command
 from ._format import MarkdownRenderer, Rendered
-from ._outbox import MAX_CHARS, TelegramOutbox, TelegramSent
+from ._outbox import MAX_CHARS, TelegramOutbox, message_ref
 from ._webhook import SECRET_HEADER, WebhookReceiver
 
 __all__ = [
@@ -17,12 +21,21 @@ __all__ = [
     "WEBHOOK_PATH",
     "Accepted",
     "BotIdentity",
-    "EngineLike",
     "MarkdownRenderer",
     "Rendered",
     "TelegramOutbox",
     "TelegramPlatform",
-    "TelegramSent",
     "WebhookReceiver",
     "accept",
+    "from_config",
+    "message_ref",
+    "normalise_command",
 ]
+
+
+def from_config(config: Any, context: Any) -> TelegramPlatform:
+    """The registry's factory: `config` is `platforms.telegram`, `context` a
+    `chatbridge.core.app.registry.PlatformContext`."""
+    return TelegramPlatform(
+        config=config, handler=context.handler, commands=context.commands, server=context.server
+    )

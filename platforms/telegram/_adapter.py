@@ -1,22 +1,32 @@
-"""`TelegramPlatform`: PTB in, `engine.handle` out, `TelegramOutbox` back."""
+"""`TelegramPlatform`: Bot API updates in, `handler.accept` out, `TelegramOutbox` back.
+
+Durability: an update is acknowledged to Telegram only after the engine's
+inbox holds it. In polling mode chatbridge runs its own `getUpdates` loop
+(python-telegram-bot's `Updater` confirms a batch as soon as it is fetched)
+and moves the offset past an update only once `accept` returned; in webhook
+mode the 200 follows `accept`. A crash therefore loses nothing: Telegram
+sends the unconfirmed updates again and the inbox drops the ones it holds.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from aiohttp import web
+from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safely, one_line, reveal
 from telegram import BotCommand, Update
-from telegram.error import InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
+from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.ext import AIORateLimiter, ExtBot
 
-from core.models import IncomingMessage
-from platforms.base import Outbox
-
-from ._filters import BotIdentity, accept
+from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
-from ._outbox import MAX_CHARS, TelegramOutbox
+from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
 from ._webhook import WebhookReceiver
 
 log = logging.getLogger(__name__)
@@ -25,18 +35,12 @@ WEBHOOK_PATH = "/telegram/webhook"
 # Only new messages: edits and other update kinds are never answered, so
 # Telegram need not send them at all.
 ALLOWED_UPDATES = ("message",)
-
-
-class EngineLike(Protocol):
-    """The part of `core.engine.Engine` the adapter uses."""
-
-    commands: list[tuple[str, str]]
-
-    async def handle(self, message: IncomingMessage, outbox: Outbox) -> None: ...
+POLL_TIMEOUT = 25  # seconds Telegram holds an empty long poll
+MAX_BACKOFF = 30.0
 
 
 class TelegramPlatform:
-    """Receives Telegram messages (long polling or webhook) and forwards them.
+    """Receives Telegram messages (long polling or webhook) and hands them to the engine.
 
     Webhook mode registers `POST /telegram/webhook` on `server` in the
     constructor, because aiohttp freezes a router once its app is started:
@@ -45,7 +49,7 @@ class TelegramPlatform:
 
     Rate limiting: PTB's `AIORateLimiter` paces calls to Telegram's published
     limits, with `max_retries=0` so a 429 still reaches the outbox and becomes
-    `DeliveryRetry`; the engine's delivery code owns the waiting and retrying.
+    `DeliveryRetry`; the shared delivery code owns the waiting and retrying.
     """
 
     name = "telegram"
@@ -54,40 +58,38 @@ class TelegramPlatform:
         self,
         *,
         config: Any,
-        engine: EngineLike,
+        handler: MessageHandler,
+        commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
-        drain_timeout: float = 30.0,
     ) -> None:
-        self._config = config
-        self._engine = engine
-        self._drain_timeout = drain_timeout
-        self._webhook = config.mode == "webhook"
         if config.mode not in ("polling", "webhook"):
             raise ValueError(f"telegram mode must be polling or webhook, not {config.mode!r}")
-        builder = (
-            ApplicationBuilder()
-            .token(_reveal(config.token))
-            .rate_limiter(AIORateLimiter(max_retries=0))
-            # Different chats are answered in parallel; the engine keeps the
-            # messages of one conversation in order itself.
-            .concurrent_updates(True)
+        self._config = config
+        self._handler = handler
+        self._commands = tuple(commands)
+        self._webhook = config.mode == "webhook"
+        self._bot: ExtBot[Any] = ExtBot(
+            reveal(config.token),
+            base_url=config.base_url or "https://api.telegram.org/bot",
+            rate_limiter=AIORateLimiter(max_retries=0),
         )
-        if config.base_url:
-            builder = builder.base_url(config.base_url)
-        if self._webhook:
-            builder = builder.updater(None)
-        self._app: Application[Any, Any, Any, Any, Any, Any] = builder.build()
-        self._app.add_handler(TypeHandler(Update, self._on_update))
         self._renderer = MarkdownRenderer(MAX_CHARS)
+        self._gate = ChatGate()
         self._me: BotIdentity | None = None
-        self._inflight: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks("telegram")
+        self._offset: int | None = None
+        self._receiving = False
+        self._started = False
         self._receiver: WebhookReceiver | None = None
-        self._initialized = False
         if self._webhook:
             if server is None or not config.webhook_url:
                 raise ValueError("telegram webhook mode needs a server and a webhook_url")
-            self._receiver = WebhookReceiver(_reveal(config.webhook_secret), self._enqueue)
+            self._receiver = WebhookReceiver(reveal(config.webhook_secret), self._receive)
             server.router.add_post(WEBHOOK_PATH, self._receiver.handle)
+
+    @property
+    def connected(self) -> bool:
+        return self._receiving
 
     async def start(self) -> None:
         """Connects (getMe), registers commands, then starts receiving."""
@@ -95,104 +97,147 @@ class TelegramPlatform:
             await self._start()
         except InvalidToken:
             await self.aclose()
-            # PTB's own message quotes the token; keep it out of logs.
-            raise RuntimeError("telegram rejected the bot token") from None
+            # PTB's own message quotes the token; keep it out of every output.
+            raise PlatformStartFailed(
+                "telegram rejected the bot token; check platforms.telegram.token"
+            ) from None
+        except (TelegramError, OSError) as exc:
+            await self.aclose()
+            raise PlatformStartFailed(
+                f"telegram could not start ({type(exc).__name__}: {one_line(exc)})"
+            ) from None
         except BaseException:
             await self.aclose()
             raise
-        log.info("telegram: receiving as @%s via %s", self._app.bot.username, self._config.mode)
+        log.info("telegram: receiving as @%s via %s", self._bot.username, self._config.mode)
 
     async def _start(self) -> None:
-        self._initialized = True
-        await self._app.initialize()
-        bot = self._app.bot
-        self._me = BotIdentity(id=bot.id, username=bot.username)
+        self._started = True
+        await self._bot.initialize()
+        self._me = BotIdentity(id=self._bot.id, username=self._bot.username)
         await self._register_commands()
-        await self._app.start()
+        self._receiving = True
         if self._receiver is not None:
             self._receiver.accepting = True
-            await bot.set_webhook(
+            await self._bot.set_webhook(
                 self._config.webhook_url,
-                secret_token=_reveal(self._config.webhook_secret),
+                secret_token=reveal(self._config.webhook_secret),
                 allowed_updates=ALLOWED_UPDATES,
             )
-        elif self._app.updater is not None:
-            await self._app.updater.start_polling(allowed_updates=ALLOWED_UPDATES)
+        else:
+            await self._bot.delete_webhook()
+            self._tasks.spawn(self._poll(), name="polling")
 
-    async def aclose(self) -> None:
-        """Stops receiving, lets answers in flight finish for up to `drain_timeout`.
+    def outbox(self, message: IncomingMessage) -> TelegramOutbox:
+        try:
+            chat_id, thread_id, reply_to = decode_address(message.reply_address)
+        except (ValueError, KeyError, TypeError):
+            chat_id, thread_id, reply_to = int(message.conversation.chat), None, None
+        return TelegramOutbox(
+            self._bot,
+            chat_id,
+            thread_id=thread_id,
+            reply_to=reply_to,
+            edit_interval=self._config.edit_interval,
+            renderer=self._renderer,
+            gate=self._gate,
+        )
 
-        Polling stops first, which confirms the offset of every fetched update
-        to Telegram; `Application.stop` then answers every one of them, so no
-        update is answered twice or lost across a restart. Answers still
-        running after `drain_timeout` are cancelled.
-        """
-        if not self._initialized:
+    async def stop_receiving(self) -> None:
+        """Stops polling (confirming the offset of every accepted update) or the webhook."""
+        if not self._receiving:
             return
-        self._initialized = False
+        self._receiving = False
         if self._receiver is not None:
             self._receiver.accepting = False
-        if self._app.updater is not None and self._app.updater.running:
-            await self._app.updater.stop()
-        if self._app.running:
-            timer = asyncio.get_running_loop().call_later(
-                self._drain_timeout, self._cancel_inflight
-            )
-            try:
-                await self._app.stop()
-            finally:
-                timer.cancel()
-        await self._app.shutdown()
-        # Application.shutdown skips the bot when getMe failed during start.
-        await self._app.bot.shutdown()
+        await self._tasks.aclose()
+        if not self._webhook and self._offset is not None:
+            with contextlib.suppress(TelegramError):
+                # Confirms everything below the offset to Telegram.
+                await self._bot.do_api_request(
+                    "getUpdates", api_kwargs={"offset": self._offset, "timeout": 0, "limit": 1}
+                )
+
+    async def aclose(self) -> None:
+        if not self._started:
+            return
+        await self.stop_receiving()
+        self._started = False
+        with contextlib.suppress(Exception):
+            await self._bot.shutdown()
 
     async def _register_commands(self) -> None:
-        commands = [BotCommand(cmd.lstrip("/"), desc) for cmd, desc in self._engine.commands]
+        commands = [BotCommand(cmd.lstrip("/"), desc) for cmd, desc in self._commands]
         try:
-            await self._app.bot.set_my_commands(commands)
+            await self._bot.set_my_commands(commands)
         except TelegramError as exc:
             # The command menu is a convenience; typed commands work without it.
             log.warning("telegram: setMyCommands failed: %s", exc)
 
-    async def _enqueue(self, data: dict[str, Any]) -> None:
-        try:
-            update = Update.de_json(data, self._app.bot)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a Telegram update: {exc!r}") from exc
-        await self._app.update_queue.put(update)
+    async def _poll(self) -> None:
+        """getUpdates until stopped; the offset moves past an update only once accepted."""
+        backoff = 1.0
+        while self._receiving:
+            try:
+                batch = await self._bot.do_api_request(
+                    "getUpdates",
+                    api_kwargs={
+                        "offset": self._offset,
+                        "timeout": POLL_TIMEOUT,
+                        "allowed_updates": list(ALLOWED_UPDATES),
+                    },
+                    read_timeout=POLL_TIMEOUT + 10,
+                )
+            except InvalidToken:
+                log.error("telegram: the bot token was revoked; polling stopped")
+                self._receiving = False
+                return
+            except Conflict:
+                log.warning(
+                    "telegram: another process is polling this bot token (409 Conflict); "
+                    "run one poller per token, or use mode: webhook behind a load balancer"
+                )
+            except RetryAfter as exc:
+                await asyncio.sleep(_seconds(exc))
+                continue
+            except (NetworkError, TelegramError) as exc:
+                log.warning(
+                    "telegram: polling failed (%s); retrying in %gs", one_line(exc), backoff
+                )
+            else:
+                backoff = 1.0
+                if not await self._take(batch):
+                    await asyncio.sleep(1.0)  # the engine could not take it; try again
+                continue
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
 
-    async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        if self._me is None:
-            return
-        accepted = accept(update, self._me)
+    async def _take(self, batch: Any) -> bool:
+        """Accept a batch in order; False at the first update the engine did not take."""
+        for data in batch if isinstance(batch, list) else []:
+            update_id = data.get("update_id") if isinstance(data, dict) else None
+            if not isinstance(update_id, int):
+                log.warning("telegram: skipped an update without an update_id")
+                continue
+            if not await self._receive(data):
+                return False
+            self._offset = update_id + 1
+        return True
+
+    async def _receive(self, data: dict[str, Any]) -> bool:
+        """True once the update is in the inbox (or needs no answer)."""
+        if self._me is None or not self._receiving:
+            return False
+        try:
+            update = Update.de_json(data, self._bot)
+        except Exception as exc:
+            log.warning("telegram: dropped a malformed update (%s)", one_line(exc))
+            return True
+        try:
+            accepted = accept(update, self._me)
+        except Exception as exc:
+            log.warning("telegram: dropped an update it could not read (%s)", one_line(exc))
+            return True
         if accepted is None:
-            return
-        outbox = TelegramOutbox(
-            self._app.bot,
-            accepted.chat_id,
-            thread_id=accepted.thread_id,
-            reply_to=accepted.reply_to,
-            edit_interval=self._config.edit_interval,
-            renderer=self._renderer,
-        )
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)
-        try:
-            await self._engine.handle(accepted.message, outbox)
-        except Exception:
-            log.exception("telegram: engine failed on %s", accepted.message.event_id)
-        finally:
-            self._inflight.discard(task)  # type: ignore[arg-type]
-
-    def _cancel_inflight(self) -> None:
-        log.warning("telegram: cancelling %d answers still running", len(self._inflight))
-        for task in self._inflight:
-            task.cancel()
-
-
-def _reveal(secret: Any) -> str:
-    """The plain value of a pydantic `SecretStr` (or of a plain string)."""
-    if hasattr(secret, "get_secret_value"):
-        return str(secret.get_secret_value())
-    return str(secret or "")
+            return True
+        return await accept_safely("telegram", self._handler, accepted.message)

@@ -8,16 +8,20 @@ Everything else returns `None` and never reaches the engine.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from telegram import Chat, Message, MessageEntity, Update
-
-from core.models import ChatKind, Conversation, IncomingMessage
 
 _UTF16 = "utf-16-le"
 # What usually follows an address, as in "@bot, do X" or "@bot: do X".
 _AFTER_MENTION = re.compile(r"^[,:]?[ \t]*")
+# "/help@this_bot args": the suffix names the bot a command is for.
+_COMMAND_SUFFIX = re.compile(r"^(/[A-Za-z][A-Za-z0-9_]{0,31})@([A-Za-z0-9_]+)(?=\s|$)")
+# Telegram clients send /start on first contact; it means "what is this bot?".
+ALIASES = {"/start": "/help"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             return None
     else:
         return None
-    text = _strip_mentions(msg, me)
+    text = normalise_command(_strip_mentions(msg, me), me)
     if not text:
         return None  # a bare "@bot" carries no question
     # Outside forums, `message_thread_id` also marks reply chains; only a real
@@ -76,17 +80,45 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
         thread=str(thread or ""),
         kind=kind,
     )
+    reply_to = msg.message_id if kind is ChatKind.GROUP else None
     return Accepted(
         message=IncomingMessage(
             conversation=conversation,
             text=text,
-            event_id=f"telegram:{update.update_id}",
+            event_id=str(update.update_id),
             user_name=sender.full_name,
+            reply_address=encode_address(msg.chat.id, thread, reply_to),
         ),
         chat_id=msg.chat.id,
         thread_id=thread,
-        reply_to=msg.message_id if kind is ChatKind.GROUP else None,
+        reply_to=reply_to,
     )
+
+
+def encode_address(chat_id: int, thread_id: int | None, reply_to: int | None) -> str:
+    """Where the answer goes, as stored with the inbox entry."""
+    return json.dumps({"chat": chat_id, "thread": thread_id, "reply_to": reply_to})
+
+
+def decode_address(address: str) -> tuple[int, int | None, int | None]:
+    """`(chat_id, thread_id, reply_to)`; ValueError for anything else."""
+    data = json.loads(address)
+    chat, thread, reply_to = data["chat"], data.get("thread"), data.get("reply_to")
+    if not isinstance(chat, int) or not all(
+        v is None or isinstance(v, int) for v in (thread, reply_to)
+    ):
+        raise ValueError("not a telegram reply address")
+    return chat, thread, reply_to
+
+
+def normalise_command(text: str, me: BotIdentity) -> str:
+    """`/help@thisbot x` -> `/help x`, `/start` -> `/help`; other text unchanged."""
+    match = _COMMAND_SUFFIX.match(text)
+    if match is not None and match.group(2).casefold() == me.username.casefold():
+        text = match.group(1) + text[match.end() :]
+    command, space, rest = text.partition(" ")
+    alias = ALIASES.get(command.lower())
+    return f"{alias}{space}{rest}" if alias else text
 
 
 def _addressed_to_me(msg: Message, me: BotIdentity) -> bool:

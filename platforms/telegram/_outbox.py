@@ -5,42 +5,58 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
+from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.platforms._runtime import (
+    ChatGate,
+    ErrorRule,
+    FormattingRefused,
+    formatted_or_plain,
+    guarded,
+    one_line,
+)
 from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 from telegramify_markdown import utf16_len
 
-from platforms.base import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
-
 from ._format import MarkdownRenderer, Rendered
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 4096
+TYPING_REFRESH = 4.0  # Telegram shows "typing" for ~5 s per call
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class TelegramSent:
-    """Handle to a message this outbox sent (the engine treats it as opaque)."""
+def message_ref(chat_id: int, message_id: int) -> SentMessage:
+    return f"{chat_id}:{message_id}"
 
-    chat_id: int
-    message_id: int
+
+def parse_ref(ref: SentMessage) -> tuple[int, int]:
+    chat, _, message = ref.rpartition(":")
+    try:
+        return int(chat), int(message)
+    except ValueError:
+        raise DeliveryError(f"telegram editMessageText: not a message reference {ref!r}") from None
+
+
+class _NotModified(Exception):
+    pass
 
 
 class TelegramOutbox:
     """Sends one answer into the chat (and forum topic) the question came from.
 
     Error contract, per call:
-    - flood control (429) -> `DeliveryRetry(retry_after)`; nothing was sent;
+    - flood control (429) -> `DeliveryRetry(retry_after)`; nothing was sent, and
+      every later call into this chat (any reply's) waits until then;
     - "message is not modified" on `edit` -> success (the chat already shows it);
     - formatting refused ("can't parse entities") -> the same call is repeated
       with the raw text and no entities, so the answer is never lost;
-    - any other Telegram refusal -> `DeliveryError` with a one-line reason.
+    - any other failure, Telegram's or the SDK's -> `DeliveryError`.
     `typing()` never raises: a missing indicator must not delay the answer.
     """
 
@@ -53,9 +69,13 @@ class TelegramOutbox:
         reply_to: int | None = None,
         edit_interval: float | None = 1.0,
         renderer: MarkdownRenderer | None = None,
+        gate: ChatGate | None = None,
     ) -> None:
         self.limits = PlatformLimits(
-            max_chars=MAX_CHARS, edit_interval=edit_interval, measure=utf16_len
+            max_chars=MAX_CHARS,
+            edit_interval=edit_interval,
+            measure=utf16_len,
+            typing_interval=TYPING_REFRESH,
         )
         self._bot = bot
         self._chat_id = chat_id
@@ -64,9 +84,10 @@ class TelegramOutbox:
         # chunks are continuations of that reply.
         self._reply_to = reply_to
         self._renderer = renderer or MarkdownRenderer(MAX_CHARS)
+        self._gate = gate or ChatGate()
 
-    async def send(self, text: str) -> TelegramSent:
-        async def call(r: Rendered) -> TelegramSent:
+    async def send(self, text: str) -> SentMessage:
+        async def call(r: Rendered) -> SentMessage:
             reply = None
             if self._reply_to is not None:
                 reply = ReplyParameters(self._reply_to, allow_sending_without_reply=True)
@@ -78,21 +99,16 @@ class TelegramOutbox:
                 reply_parameters=reply,
             )
             self._reply_to = None
-            return TelegramSent(self._chat_id, sent.message_id)
+            return message_ref(self._chat_id, sent.message_id)
 
         return await self._deliver("sendMessage", text, call)
 
     async def edit(self, message: SentMessage, text: str) -> None:
-        if not isinstance(message, TelegramSent):
-            raise DeliveryError(f"telegram editMessageText: foreign handle {message!r}")
-        target = message
+        chat_id, message_id = parse_ref(message)
 
         async def call(r: Rendered) -> None:
             await self._bot.edit_message_text(
-                r.text,
-                chat_id=target.chat_id,
-                message_id=target.message_id,
-                entities=r.entities or None,
+                r.text, chat_id=chat_id, message_id=message_id, entities=r.entities or None
             )
 
         try:
@@ -105,43 +121,44 @@ class TelegramOutbox:
             await self._bot.send_chat_action(
                 self._chat_id, ChatAction.TYPING, message_thread_id=self._thread_id
             )
-        except TelegramError as exc:
+        except Exception as exc:
             log.debug("telegram: typing action failed in %s: %s", self._chat_id, exc)
 
     async def _deliver(
         self, method: str, text: str, call: Callable[[Rendered], Awaitable[_T]]
     ) -> _T:
         rendered = self._renderer.render(text)
-        try:
-            return await _mapped(method, call, rendered)
-        except _FormattingRefused:
-            log.warning("telegram: %s refused our entities; resending as plain text", method)
-            return await _mapped(method, call, MarkdownRenderer.plain(text))
+        chat = str(self._chat_id)
+        rules = self._rules(method, chat)
 
+        async def attempt(r: Rendered) -> _T:
+            await self._gate.wait(chat)
+            return await guarded(f"telegram {method}", lambda: call(r), rules(r))
 
-class _NotModified(Exception):
-    pass
+        return await formatted_or_plain(
+            f"telegram {method}",
+            lambda: attempt(rendered),
+            lambda: attempt(MarkdownRenderer.plain(text)),
+        )
 
+    def _rules(self, method: str, chat: str) -> Callable[[Rendered], list[ErrorRule]]:
+        def flood(exc: RetryAfter) -> BaseException:
+            seconds = _seconds(exc)
+            self._gate.block(chat, seconds)
+            return DeliveryRetry(seconds)
 
-class _FormattingRefused(Exception):
-    pass
+        def rules(r: Rendered) -> list[ErrorRule]:
+            def bad_request(exc: BadRequest) -> BaseException:
+                reason = exc.message.casefold()
+                if "message is not modified" in reason:
+                    return _NotModified()
+                if "can't parse entities" in reason and r.formatted:
+                    return FormattingRefused()
+                return DeliveryError(f"telegram {method}: {one_line(exc)}")
 
+            return [(RetryAfter, flood), (BadRequest, bad_request), (TelegramError, lambda e: None)]
 
-async def _mapped(method: str, call: Callable[[Rendered], Awaitable[_T]], r: Rendered) -> _T:
-    """Runs one Bot API call, translating PTB errors into the outbox contract."""
-    try:
-        return await call(r)
-    except RetryAfter as exc:
-        raise DeliveryRetry(_seconds(exc)) from exc
-    except BadRequest as exc:
-        reason = exc.message.casefold()
-        if "message is not modified" in reason:
-            raise _NotModified from exc
-        if "can't parse entities" in reason and r.formatted:
-            raise _FormattingRefused from exc
-        raise DeliveryError(f"telegram {method}: {_one_line(exc)}") from exc
-    except TelegramError as exc:
-        raise DeliveryError(f"telegram {method}: {_one_line(exc)}") from exc
+        return rules
 
 
 def _seconds(exc: RetryAfter) -> float:
@@ -151,7 +168,3 @@ def _seconds(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
     return value if isinstance(value, int | float) else value.total_seconds()
-
-
-def _one_line(exc: TelegramError) -> str:
-    return " ".join(exc.message.split())

@@ -14,18 +14,18 @@ log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
-Deliver = Callable[[dict[str, Any]], Awaitable[None]]
+Deliver = Callable[[dict[str, Any]], Awaitable[bool]]
 
 
 class WebhookReceiver:
     """Checks the secret header and hands each update to `deliver`.
 
     Answers: 403 when the secret header is missing or wrong (nothing is
-    delivered); 503 while not accepting (before start, after close), which
-    makes Telegram keep the update and retry later; 400 for a body that is not
-    a JSON object or that `deliver` rejects with `ValueError`; 200 once the
-    update is queued. `deliver` must only enqueue, never wait for the answer:
-    Telegram times out slow webhooks and redelivers.
+    delivered); 503 while not accepting (before start, after close) or when
+    `deliver` returns False (the inbox could not take it), which makes
+    Telegram keep the update and retry later; 400 for a body that is not a
+    JSON object; 200 once the update is in the inbox. `deliver` must not wait
+    for the answer: Telegram times out slow webhooks and redelivers.
     """
 
     def __init__(self, secret: str, deliver: Deliver) -> None:
@@ -49,9 +49,8 @@ class WebhookReceiver:
             return web.Response(status=400)
         if not isinstance(data, dict):
             return web.Response(status=400)
-        try:
-            await self._deliver(data)
-        except ValueError as exc:
-            log.warning("telegram webhook: dropped a malformed update: %s", exc)
+        if "update_id" not in data:
             return web.Response(status=400)
+        if not await self._deliver(data):
+            return web.Response(status=503)
         return web.Response(status=200)

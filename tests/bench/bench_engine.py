@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.access import AccessPolicy
-from core.engine import Engine, EngineSettings
-from core.models import ChatKind, Conversation, IncomingMessage
-from core.store import SqliteStore
-from platforms.base import PlatformLimits
-from providers.debug import DebugProvider
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.engine import Engine, EngineSettings
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.store import SqliteStore
+from chatbridge.platforms.base import PlatformLimits
+from chatbridge.providers.debug import DebugProvider
 
 
 class NullOutbox:

@@ -1,6 +1,7 @@
-"""Per-exchange cost of the store backends: `commit_exchange` + `ring(user, since)`.
+"""Per-exchange cost of the store backends: `commit_exchange` + `ring(user, since)`,
+then what the inbox adds per message: `inbox_add` + marking done in the commit.
 
-Run: python3 -m tests.bench.bench_store [--quick]
+Run: python3 -m tests.bench.bench_store [--quick] [--inbox-only]
 
 For each backend and user count the store is pre-populated with two ring
 entries, a session and a usage row per user; then random users each get one
@@ -13,6 +14,14 @@ the same rows; JSON: the files written directly in their documented format),
 because 200k single commits would dominate the run without telling us
 anything about the steady state. JSON rewrites whole files on every commit,
 so it is O(total size) per write and gets few samples at large sizes.
+
+The inbox table alternates plain exchanges (`commit_exchange`, no inbox
+entry) with inboxed ones (`inbox_add`, then `commit_exchange` with that
+`inbox_key`) over 1,000 users, the SQLite inbox holding an hour of done
+markers; "writes" are write transactions (SQLite, counted) or round trips
+(Redis), "WAL pages" the frames SQLite appended per message (counted with
+`PRAGMA wal_checkpoint` over a separate run of each kind). Redis rows need the
+server on 127.0.0.1:6379 and are skipped without it.
 """
 
 from __future__ import annotations
@@ -25,11 +34,23 @@ import random
 import sqlite3
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store import JsonStore, SqliteStore
+from chatbridge.core.models import (
+    Conversation,
+    Exchange,
+    InboxEntry,
+    IncomingMessage,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
+from chatbridge.core.store import DEDUPE_WINDOW, JsonStore, RedisStore, SqliteStore
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 DAY = "2025-04-05"
 NOW = 1_743_854_580.0
@@ -174,12 +195,183 @@ def calibration_us() -> float:
     return best
 
 
-async def main(quick: bool) -> None:
+def inbox_entry(user: str, n: int) -> InboxEntry:
+    platform, _, ident = user.partition(":")
+    conversation = Conversation(platform, ident, ident)
+    message = IncomingMessage(conversation, TEXT, str(n), "Erika", f"{ident}/{n}")
+    return InboxEntry(f"{platform}:{n}", message, time.time())
+
+
+def add_done_markers(path: Path, count: int) -> None:
+    """An hour of traffic's done markers, as the steady state holds them."""
+    now = time.time()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    db.executemany(
+        "INSERT INTO inbox(key, received_at, done_at) VALUES (?, ?, ?)",
+        [
+            (f"telegram:old-{i}", now - DEDUPE_WINDOW, now - DEDUPE_WINDOW * (1 - i / count))
+            for i in range(count)
+        ],
+    )
+    db.execute("COMMIT")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+
+
+def count_writes(store: SqliteStore) -> list[int]:
+    """Wrap the store's two write helpers so each write transaction is counted
+    (a BEGIN IMMEDIATE block, or one autocommit statement of the inbox)."""
+    counter = [0]
+    txn, autocommit = store._txn, store._autocommit
+
+    def counting_txn() -> Any:
+        counter[0] += 1
+        return txn()
+
+    def counting_autocommit() -> Any:
+        counter[0] += 1
+        return autocommit()
+
+    store._txn = counting_txn  # type: ignore[method-assign]
+    store._autocommit = counting_autocommit  # type: ignore[method-assign]
+    return counter
+
+
+async def wal_pages(store: SqliteStore, users: int, inboxed: bool, n: int) -> float:
+    """WAL frames appended per message over `n` messages of one kind."""
+    db = store._conn()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    rng = random.Random(7)
+    for i in range(n):
+        user = user_id(rng.randrange(users))
+        ex = exchange(user, NOW + i)
+        if inboxed:
+            entry = inbox_entry(user, 10_000_000 + i)  # keys the timed run never used
+            await store.inbox_add(entry)
+            ex = replace(ex, inbox_key=entry.key)
+        await store.commit_exchange(ex)
+    _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return int(frames) / n
+
+
+async def open_inbox_store(backend: str, tmp: Path, users: int) -> SqliteStore | RedisStore:
+    if backend == "redis":
+        redis = RedisStore(REDIS_URL, max_entries=MAX_ENTRIES, prefix=f"bench:{os.getpid()}:")
+        await redis.open()
+        return redis
+    store = await make_store("sqlite", tmp, users)
+    assert isinstance(store, SqliteStore)
+    await store.aclose()
+    add_done_markers(tmp / "chatbridge.db", 3600 * 5)  # an hour at 5 messages a second
+    await store.open()
+    return store
+
+
+async def measure_inbox(backend: str, samples: int) -> dict[str, float]:
+    users = 1_000
+    rng = random.Random(users)
+    adds, commits_done, commits_plain = [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
+        store = await open_inbox_store(backend, Path(tmp), users)
+        try:
+            counter = count_writes(store) if isinstance(store, SqliteStore) else [0]
+            writes = {True: 0, False: 0}
+            warmup = 200
+            for n in range(2 * (warmup + samples)):
+                user = user_id(rng.randrange(users))
+                ex = exchange(user, NOW + n)
+                inboxed = n % 2 == 0
+                before = counter[0]
+                t0 = time.perf_counter_ns()
+                if inboxed:
+                    entry = inbox_entry(user, n)
+                    assert await store.inbox_add(entry)
+                    ex = replace(ex, inbox_key=entry.key)
+                t1 = time.perf_counter_ns()
+                await store.commit_exchange(ex)
+                t2 = time.perf_counter_ns()
+                if n >= 2 * warmup:
+                    writes[inboxed] += counter[0] - before
+                    if inboxed:
+                        adds.append((t1 - t0) / 1000)
+                        commits_done.append((t2 - t1) / 1000)
+                    else:
+                        commits_plain.append((t2 - t1) / 1000)
+            assert await store.inbox_pending() == []
+            pages = (0.0, 0.0)
+            if isinstance(store, SqliteStore):
+                pages = (
+                    await wal_pages(store, users, False, 200),
+                    await wal_pages(store, users, True, 200),
+                )
+        finally:
+            if isinstance(store, RedisStore):
+                client = store._conn()
+                keys = [k async for k in client.scan_iter(match=f"{store._prefix}*")]
+                for i in range(0, len(keys), 1000):
+                    await client.delete(*keys[i : i + 1000])
+            await store.aclose()
+    return {
+        "samples": samples,
+        "add": mean(adds),
+        "commit_done": mean(commits_done),
+        "commit_plain": mean(commits_plain),
+        "writes_plain": writes[False] / samples if isinstance(store, SqliteStore) else 2,
+        "writes_inbox": writes[True] / samples if isinstance(store, SqliteStore) else 3,
+        "pages_plain": pages[0],
+        "pages_inbox": pages[1],
+    }
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def redis_available() -> bool:
+    import redis as redis_client  # the bench may import redis; the bot on SQLite does not
+
+    try:
+        with redis_client.Redis.from_url(REDIS_URL, socket_connect_timeout=1.0) as client:
+            client.ping()
+    except (OSError, redis_client.RedisError):
+        return False
+    return True
+
+
+async def inbox_table(quick: bool) -> None:
+    print(
+        "\n| backend | messages | inbox_add µs | commit + done µs | commit alone µs "
+        "| inbox per message µs | writes per message | WAL pages per message |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for backend in ("sqlite", "redis"):
+        if backend == "redis" and not redis_available():
+            print(f"| redis | skipped: no server at {REDIS_URL} | | | | | | |")
+            continue
+        r = await measure_inbox(backend, 2000 // (10 if quick else 1))
+        extra = r["add"] + r["commit_done"] - r["commit_plain"]
+        pages = f"{r['pages_plain']:.1f} → {r['pages_inbox']:.1f}" if backend == "sqlite" else "–"
+        print(
+            f"| {backend} | {r['samples']} | {r['add']:,.0f} | {r['commit_done']:,.0f} "
+            f"| {r['commit_plain']:,.0f} | {extra:,.0f} "
+            f"| {r['writes_plain']:g} → {r['writes_inbox']:g} | {pages} |",
+            flush=True,
+        )
+
+
+async def main(quick: bool, inbox_only: bool = False) -> None:
     print(
         f"calibration: sum(range(1000)) = {calibration_us():.1f} µs; "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sqlite "
         f"{sqlite3.sqlite_version}\n"
     )
+    if not inbox_only:
+        await exchange_table(quick)
+    await inbox_table(quick)
+
+
+async def exchange_table(quick: bool) -> None:
     print(
         "| backend | users | exchanges | mean µs | p50 µs | p99 µs "
         "| commit mean µs | ring mean µs | CPU mean µs | setup s |"
@@ -200,4 +392,6 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the samples")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument("--inbox-only", action="store_true", help="only the inbox table")
+    args = parser.parse_args()
+    asyncio.run(main(args.quick, args.inbox_only))

@@ -48,15 +48,15 @@ from typing import Any, TypeVar
 import openai
 import telegram as ptb
 from aiohttp import web
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.engine import Engine, EngineSettings
+from chatbridge.core.models import IncomingMessage
+from chatbridge.core.store import SqliteStore
+from chatbridge.platforms.base import Outbox
+from chatbridge.platforms.telegram import TelegramPlatform
+from chatbridge.providers.openai import OpenAIProvider
 from pydantic import SecretStr
 
-from core.access import AccessPolicy
-from core.engine import Engine, EngineSettings
-from core.models import IncomingMessage
-from core.store import SqliteStore
-from platforms.base import Outbox
-from platforms.telegram import TelegramPlatform
-from providers.openai import OpenAIProvider
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chatbridge import config
+from chatbridge.config import (
+    ChatbridgeConfig,
+    load_config,
+    load_config_text,
+    resolve_config_path,
+    summarize,
+)
 
-import config
-from config import ChatbridgeConfig, load_config, load_config_text, resolve_config_path, summarize
 from tests.config._helpers import load_error, load_ok, render
 
 

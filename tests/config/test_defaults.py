@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import ValidationError
-
-import config
-from config import (
+from chatbridge import config
+from chatbridge.config import (
     ChatbridgeConfig,
     DiscordConfig,
     ProviderConfig,
@@ -18,6 +16,8 @@ from config import (
     load_config,
     load_config_text,
 )
+from pydantic import ValidationError
+
 from tests.config._helpers import load_ok
 
 EXAMPLE = Path(config.__file__).parent / "chatbridge.example.yaml"
@@ -117,7 +117,7 @@ def test_sole_entry_becomes_default(tmp_path: Path) -> None:
 
 def test_every_field_documented() -> None:
     models = [getattr(config, name) for name in config.__all__ if name.endswith("Config")]
-    assert len(models) == 12
+    assert len(models) == 13
     for model in models:
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no docstring"

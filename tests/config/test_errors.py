@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chatbridge.config import ConfigError, ConfigIssue, load_config
 
-from config import ConfigError, ConfigIssue, load_config
 from tests.config._helpers import load_error, render
 
 BROKEN = [

@@ -9,8 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from core.cli import main
+from chatbridge.core.app.cli import main
 
 BROKEN_CONFIGS = {
     "yaml syntax": "engine:\n  session_ttl: [30m\n",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from core.commands import Command, parse_command
+from chatbridge.core.commands import Command, parse_command
+
 from tests.support.testbot import ALICE, TestBot
 
 EXPIRE = 31 * 60
@@ -77,7 +78,7 @@ async def test_a_stranger_is_told_their_id_and_nothing_reaches_the_provider(bot:
 
 
 async def test_an_allowed_group_admits_its_members(bot: TestBot) -> None:
-    from core.models import ChatKind
+    from chatbridge.core.models import ChatKind
 
     reply = await bot.say("Hallo", user="999", chat="-100", kind=ChatKind.GROUP)
     assert reply.startswith("echo: Hallo")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from chatbridge.core.delivery import StreamingReply, split_message
+from chatbridge.platforms.base import DeliveryRetry
 
-from core.delivery import StreamingReply, split_message
-from platforms.base import DeliveryRetry
 from tests.support.fakes import RecordingOutbox
 
 

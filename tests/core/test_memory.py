@@ -5,9 +5,8 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 import pytest
-
-from core.memory import build_bridge, cut_summary, cut_text, neutralise, visible_entries
-from core.models import ChatKind, Conversation, MemoryEntry
+from chatbridge.core.memory import build_bridge, cut_summary, cut_text, neutralise, visible_entries
+from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
 
 BERLIN = ZoneInfo("Europe/Berlin")
 T_1423 = 1743855780.0  # 05.04.2025 14:23 Berlin

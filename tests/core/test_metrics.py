@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from core.metrics import OUTCOMES
+from chatbridge.core.metrics import OUTCOMES
+
 from tests.support.testbot import ALICE, TestBot
 
 

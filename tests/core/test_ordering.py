@@ -6,10 +6,11 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from core.engine import EngineSettings
-from core.models import Conversation, IncomingMessage
-from providers.base import ProviderUnavailable
-from providers.fallback import FallbackProvider
+from chatbridge.core.engine import EngineSettings
+from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.providers.base import ProviderUnavailable
+from chatbridge.providers.fallback import FallbackProvider
+
 from tests.support.fakes import RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.models import ChatKind
+from chatbridge.core.models import ChatKind
+
 from tests.support.testbot import ALICE, TestBot, make_testbot
 
 EXPIRE = 31 * 60

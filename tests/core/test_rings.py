@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.engine import EngineSettings
+from chatbridge.core.engine import EngineSettings
+
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.engine import EngineSettings
-from core.models import ChatKind
+from chatbridge.core.engine import EngineSettings
+from chatbridge.core.models import ChatKind
+
 from tests.support.testbot import TestBot, make_testbot
 
 TTL = 30 * 60

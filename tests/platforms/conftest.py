@@ -1,21 +1,25 @@
-"""Fixtures for the Telegram adapter tests: the fake Bot API and an engine stand-in.
+"""Fixtures for the Telegram adapter tests: the fake Bot API and a handler stand-in.
 
-`StandInEngine` exists only so the adapter can be tested on its own; the
+`StandInEngine` (a fake of our own `MessageHandler` Protocol) exists only so
+the adapter can be tested on its own; `test_telegram_engine.py` and the
 scenario tests drive the real engine.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
+from aiohttp import web
 
-from core.models import IncomingMessage
-from platforms.base import Outbox
-from platforms.telegram import TelegramPlatform
+from chatbridge.config import TelegramConfig
+from chatbridge.core.engine import Engine
+from chatbridge.core.models import IncomingMessage
+from chatbridge.platforms.base import Outbox
+from chatbridge.platforms.telegram import TelegramPlatform
+
 from tests.support.fake_telegram import FakeTelegram
 
 Reply = Callable[[IncomingMessage, Outbox], Awaitable[None]]
@@ -29,32 +33,44 @@ async def echo(message: IncomingMessage, outbox: Outbox) -> None:
 
 
 class StandInEngine:
-    """Records every message that reaches it and answers with `reply` (echo by default)."""
+    """A `MessageHandler` that records every message and answers with `reply`
+    (echo by default) through the platform's own outbox, as the engine does."""
 
     def __init__(self, reply: Reply = echo) -> None:
-        self.commands: list[tuple[str, str]] = [("help", "Show help"), ("new", "Fresh session")]
+        self.commands: tuple[tuple[str, str], ...] = (
+            ("help", "Show help"),
+            ("new", "Fresh session"),
+        )
         self.handled: list[IncomingMessage] = []
         self.reply = reply
+        self.outboxes: Callable[[IncomingMessage], Outbox] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
+    def attach(self, platform: str, outboxes: Callable[[IncomingMessage], Outbox]) -> None:
+        self.outboxes = outboxes
+
+    async def accept(self, message: IncomingMessage) -> bool:
+        assert self.outboxes is not None, "attach() was not called"
         self.handled.append(message)
-        await self.reply(message, outbox)
+        task = asyncio.create_task(self.reply(message, self.outboxes(message)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
 
     def texts(self) -> list[str]:
         return [m.text for m in self.handled]
 
 
-def telegram_config(fake: FakeTelegram, **overrides: Any) -> SimpleNamespace:
-    """Duck-typed like `config.TelegramConfig`, secrets as `SecretStr`."""
+def telegram_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
+    """A real, validated `platforms.telegram` section pointed at `fake`."""
     values: dict[str, Any] = {
-        "token": SecretStr(fake.token),
+        "enabled": True,
+        "token": fake.token,
         "mode": "polling",
         "base_url": fake.base_url,
-        "webhook_url": "",
-        "webhook_secret": None,
         "edit_interval": 0.0,
     }
-    return SimpleNamespace(**(values | overrides))
+    return TelegramConfig.model_validate(values | overrides)
 
 
 @pytest.fixture
@@ -73,8 +89,19 @@ async def launch(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Lau
     """Builds and starts a platform against `fake`; closes it after the test."""
     started: list[TelegramPlatform] = []
 
-    async def _launch(*, engine: StandInEngine = engine, **cfg: Any) -> TelegramPlatform:
-        platform = TelegramPlatform(config=telegram_config(fake, **cfg), engine=engine)
+    async def _launch(
+        *,
+        engine: StandInEngine | Engine = engine,
+        server: web.Application | None = None,
+        **cfg: Any,
+    ) -> TelegramPlatform:
+        platform = TelegramPlatform(
+            config=telegram_config(fake, **cfg),
+            handler=engine,
+            commands=engine.commands,
+            server=server,
+        )
+        engine.attach(platform.name, platform.outbox)
         started.append(platform)
         await platform.start()
         return platform

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from chatbridge.core.models import MemoryEntry
 from telegramify_markdown import utf16_len
 
-from core.models import MemoryEntry
 from tests.platforms.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from chatbridge.core.models import IncomingMessage
+from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
+from chatbridge.platforms.telegram import TelegramOutbox
 from telegram import Bot
 
-from core.models import IncomingMessage
-from platforms.base import DeliveryError, DeliveryRetry, Outbox
-from platforms.telegram import TelegramOutbox
 from tests.platforms.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 

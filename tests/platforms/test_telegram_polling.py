@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from chatbridge.core.models import ChatKind, IncomingMessage
+from chatbridge.platforms.base import Outbox
+from chatbridge.platforms.telegram import TelegramPlatform
 
-from core.models import ChatKind, IncomingMessage
-from platforms.base import Outbox
-from platforms.telegram import TelegramPlatform
 from tests.platforms.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 

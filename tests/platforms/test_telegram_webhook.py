@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 from aiohttp import web
+from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from pydantic import SecretStr
 
-from platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from tests.platforms.conftest import WEBHOOK_SECRET, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from core.models import Turn
-from providers.anthropic import alternate_roles
-from providers.base import InvalidRequest, Prompt
+from chatbridge.core.models import Turn
+from chatbridge.providers.anthropic import alternate_roles
+from chatbridge.providers.base import InvalidRequest, Prompt
+
 from tests.providers.conftest import KEY, TEXT, Backend, collect
 
 

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from chatbridge.providers.base import Prompt, Provider, StreamEvent, TextDelta
+from chatbridge.providers.fallback import FallbackProvider
 
-from providers.base import Prompt, Provider, StreamEvent, TextDelta
-from providers.fallback import FallbackProvider
 from tests.providers.conftest import PROMPT, Backend
 from tests.support.sse import Reply
 
@@ -21,6 +21,7 @@ class Spy:
 
     def __init__(self, inner: Provider) -> None:
         self.inner, self.name, self.model = inner, inner.name, inner.model
+        self.label = inner.label
         self.handed_out: list[AsyncIterator[StreamEvent]] = []
 
     def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from chatbridge.providers.anthropic import AnthropicProvider
+from chatbridge.providers.debug import DebugProvider
+from chatbridge.providers.factory import build_chain, build_provider
+from chatbridge.providers.fallback import FallbackProvider
+from chatbridge.providers.openai import OpenAIProvider
 from pydantic import SecretStr
 
-from providers.anthropic import AnthropicProvider
-from providers.debug import DebugProvider
-from providers.factory import build_chain, build_provider
-from providers.fallback import FallbackProvider
-from providers.openai import OpenAIProvider
 from tests.providers.conftest import PROMPT, TEXT, Backend, collect
 
 

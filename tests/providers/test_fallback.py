@@ -6,8 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
-
-from providers.base import (
+from chatbridge.providers.base import (
     InvalidRequest,
     Prompt,
     ProviderError,
@@ -16,7 +15,8 @@ from providers.base import (
     StreamEvent,
     TextDelta,
 )
-from providers.fallback import FallbackProvider
+from chatbridge.providers.fallback import FallbackProvider
+
 from tests.providers.conftest import TEXT, Backend, collect
 from tests.support.sse import Fault, Reply
 
@@ -90,7 +90,7 @@ class Stub:
     """A provider that yields `texts`, then raises `error` (if any)."""
 
     def __init__(self, name: str, texts: list[str], error: ProviderError | None = None) -> None:
-        self.name, self.model = name, f"{name}-model"
+        self.name, self.model, self.label = name, f"{name}-model", name
         self.texts, self.error = texts, error
         self.calls = 0
         self.closed = False

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from chatbridge.core.models import Usage
+from chatbridge.providers.base import (
+    InvalidRequest,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+)
 
-from core.models import Usage
-from providers.base import InvalidRequest, ProviderTimeout, ProviderUnavailable, RateLimited
 from tests.providers.conftest import KEY, PROMPT_WORDS, TEXT, Backend, Outcome, collect
 from tests.support.sse import Fault, Reply
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 # The entry point is `core.cli:main`; running it through the interpreter
 # avoids depending on where pip put the console script.
-CHATBRIDGE = [sys.executable, "-m", "core.cli"]
+CHATBRIDGE = [sys.executable, "-m", "chatbridge"]
 REPO = Path(__file__).resolve().parents[2]
 
 

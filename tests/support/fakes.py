@@ -11,9 +11,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.models import Usage
-from platforms.base import DeliveryRetry, PlatformLimits
-from providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageReport
+from chatbridge.core.models import Usage
+from chatbridge.platforms.base import DeliveryRetry, PlatformLimits
+from chatbridge.providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageReport
 
 
 class ManualClock:
@@ -48,6 +48,7 @@ class ScriptedProvider:
         chunk_delay: float = 0.0,
     ) -> None:
         self.name = name
+        self.label = name
         self.model = "scripted-model"
         self.prompts: list[Prompt] = []
         self.cancelled = 0

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.access import AccessPolicy
-from core.engine import Engine, EngineSettings
-from core.models import ChatKind, Conversation, IncomingMessage
-from core.store import SqliteStore
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.engine import Engine, EngineSettings
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.store import SqliteStore
+
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 
 ALICE = "579304651"

@@ -9,9 +9,18 @@ import uuid
 from pathlib import Path
 
 import redis
-
-from core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from core.store import JsonStore, RedisStore, SqliteStore
+from chatbridge.core.models import (
+    ChatKind,
+    Conversation,
+    Exchange,
+    InboxEntry,
+    IncomingMessage,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
+from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
 
 BACKENDS = ("sqlite", "json", "redis")
 AnyStore = SqliteStore | JsonStore | RedisStore
@@ -63,7 +72,7 @@ def redis_keys(prefix: str) -> dict[str, object]:
         "zset": lambda k: client.zrange(k, 0, -1),
     }
     try:
-        return {k: readers[client.type(k)](k) for k in client.scan_iter(match=f"{prefix}*")}
+        return {k: readers[str(client.type(k))](k) for k in client.scan_iter(match=f"{prefix}*")}
     finally:
         client.close()
 
@@ -117,3 +126,21 @@ def snapshot(directory: Path) -> dict[str, str]:
 def raw_bytes(directory: Path) -> bytes:
     """Every byte of every file under `directory` (db, -wal, -shm, json, state, temp)."""
     return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
+
+
+def inbox_entry(
+    key: str,
+    text: str = "hello",
+    *,
+    at: float = 1000.0,
+    user: str = "1",
+    kind: ChatKind = ChatKind.PRIVATE,
+    answer: str | None = None,
+    sent: tuple[str, ...] = (),
+) -> InboxEntry:
+    """A received message whose every field differs from its default."""
+    chat = "-100" if kind is ChatKind.GROUP else user
+    conversation = Conversation("telegram", chat, user, "7" if kind is ChatKind.GROUP else "", kind)
+    event = key.partition(":")[2]
+    message = IncomingMessage(conversation, text, event, f"Name {user}", f"{chat}/{event}")
+    return InboxEntry(key, message, at, answer, sent)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from config import (
+from chatbridge.config import (
     ChatbridgeConfig,
     ConfigError,
     describe_store,
@@ -24,15 +24,23 @@ from config import (
     resolve_config_path,
     summarize,
 )
-from core.app import access_from_config, engine_from_config, secrets_of, store_from_config
-from core.engine import Engine
-from core.logs import setup_logging
-from core.store import StoreError
-from platforms.console import ConsolePlatform
+from chatbridge.core.app.logs import SecretRedactor, setup_logging
+from chatbridge.core.app.wiring import (
+    access_from_config,
+    engine_from_config,
+    secrets_of,
+    store_from_config,
+)
+from chatbridge.core.engine import Engine
+from chatbridge.core.store import StoreError
+from chatbridge.platforms.console import ConsolePlatform
+
+from chatbridge import __version__
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,13 +48,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="chatbridge",
         description="A chat assistant that remembers what you said an hour ago.",
     )
+    parser.add_argument("--version", action="version", version=f"chatbridge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
         sub.add_argument("--config", metavar="FILE", help="config file (default: see README)")
         return sub
 
-    with_config(commands.add_parser("run", help="serve every enabled platform"))
+    run = with_config(commands.add_parser("run", help="serve every enabled platform"))
+    run.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        type=str.lower,
+        help="debug, info, warning or error (default: $CHATBRIDGE_LOG_LEVEL, else logging.level)",
+    )
     chat = with_config(commands.add_parser("chat", help="talk to the bot in this terminal"))
     chat.add_argument("--user", default="local", help="act as this user (platform:id or name)")
     chat.add_argument("--quiet", action="store_true", help="no start-up banner")
@@ -67,9 +82,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"chatbridge: {message}", file=sys.stderr)
+def _fail(message: str, code: int, redactor: SecretRedactor | None = None) -> int:
+    """One sentence on stderr, with every configured secret masked."""
+    if redactor is not None:
+        message = redactor.redact(message)
+    print(f"chatbridge: {message}", file=sys.stderr, flush=True)
     return code
+
+
+def _log_level(
+    args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]
+) -> int:
+    if args.command != "run":
+        return logging.WARNING
+    chosen = getattr(args, "log_level", None) or environ.get("CHATBRIDGE_LOG_LEVEL", "").lower()
+    if chosen not in LOG_LEVELS:
+        chosen = config.logging.level
+    return int(getattr(logging, chosen.upper()))
 
 
 def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[ChatbridgeConfig, str]:
@@ -112,11 +141,11 @@ async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
 
 
 async def _run(
-    args: argparse.Namespace, config: ChatbridgeConfig, environ: Mapping[str, str]
+    config: ChatbridgeConfig, environ: Mapping[str, str], redactor: SecretRedactor
 ) -> int:
-    from core.serve import serve
+    from chatbridge.core.app.serve import serve
 
-    return await serve(config, environ=environ)
+    return await serve(config, environ=environ, say=lambda s: _fail(s, EXIT_FAILED, redactor))
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -127,10 +156,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
-    quiet = args.command in {"chat", "memory", "config"}
-    setup_logging(
-        level=logging.WARNING if quiet else logging.INFO,
+    redactor = setup_logging(
+        level=_log_level(args, config, environ),
         secrets=secrets_of(config, environ),
+        json_format=config.logging.format == "json",
     )
     if args.command == "config":
         print(f"{source}: {summarize(config)}")
@@ -140,9 +169,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return asyncio.run(_chat(args, config, environ))
         if args.command == "memory":
             return asyncio.run(_memory(args, config))
-        return asyncio.run(_run(args, config, environ))
+        return asyncio.run(_run(config, environ, redactor))
     except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
+        return _fail(str(exc), EXIT_FAILED, redactor)
     except KeyboardInterrupt:
         return EXIT_OK
 

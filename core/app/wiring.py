@@ -11,17 +11,16 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
+from chatbridge.config import ChatbridgeConfig, ProviderConfig, url_secrets
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.clock import Clock
+from chatbridge.core.engine import Engine
+from chatbridge.core.settings import EngineSettings
+from chatbridge.core.store import Store, open_store
+from chatbridge.providers.base import Provider
+from chatbridge.providers.debug import DebugProvider
+from chatbridge.providers.factory import build_chain, build_provider
 from pydantic import BaseModel
-
-from config import ChatbridgeConfig, ProviderConfig, url_secrets
-from core.access import AccessPolicy
-from core.clock import Clock
-from core.engine import Engine, EngineSettings
-from core.events import RedisEvents
-from core.store import Store, open_store
-from providers.base import Provider
-from providers.debug import DebugProvider
-from providers.factory import build_chain, build_provider
 
 __all__ = [
     "ProviderChoice",
@@ -85,6 +84,7 @@ def settings_from_config(config: ChatbridgeConfig) -> EngineSettings:
         user_chars=config.memory.user_chars,
         summary_chars=config.memory.summary_chars,
         inject_entries=config.memory.inject_entries,
+        redeliver_within=config.engine.redeliver_within,
     )
 
 
@@ -115,8 +115,6 @@ async def engine_from_config(
 ) -> AsyncIterator[tuple[Engine, ProviderChoice]]:
     """An engine with its store open and provider built; both closed on exit."""
     store = await store_from_config(config)
-    # With a shared Redis store, replicas also share which events were handled.
-    events = RedisEvents(config.memory.url) if config.memory.backend == "redis" else None
     try:
         choice = choose_provider(config, environ)
         try:
@@ -126,14 +124,11 @@ async def engine_from_config(
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
-                events=events,
             )
             yield engine, choice
         finally:
             await choice.provider.aclose()
     finally:
-        if events is not None:
-            await events.aclose()
         await store.aclose()
 
 

@@ -1,0 +1,223 @@
+"""Answering one message: session and bridge, provider stream, delivery, commit.
+
+"Seen means stored": the final answer is recorded with its inbox entry before
+its final delivery, and the ring entry, the session turns and marking the
+entry done are one store transaction. After a crash an entry with a recorded
+answer is finished by editing the messages already posted, never posted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from chatbridge.core.access import AccessPolicy
+from chatbridge.core.clock import Clock
+from chatbridge.core.delivery import StreamingReply, send_text
+from chatbridge.core.memory import (
+    build_bridge,
+    cut_summary,
+    cut_text,
+    neutralise,
+    scope_of,
+    visible_entries,
+)
+from chatbridge.core.metrics import Metrics
+from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.ports import DeliveryError, Outbox, Prompt, Provider, ProviderError, TextDelta
+from chatbridge.core.sessions import append_turns
+from chatbridge.core.settings import EngineSettings
+from chatbridge.core.store.base import Store, StoreError
+
+__all__ = ["Answerer"]
+
+log = logging.getLogger(__name__)
+
+CUT_NOTICE_TIMEOUT = 2.0  # a reply cut by shutdown gets this long to show its notice
+
+
+class Answerer:
+    """Turns one inbox entry into a delivered, remembered answer."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        *,
+        store: Store,
+        provider: Provider,
+        clock: Clock,
+        access: AccessPolicy,
+        metrics: Metrics,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._provider = provider
+        self._clock = clock
+        self._access = access
+        self._metrics = metrics
+
+    async def answer(self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool]) -> str:
+        """Returns the outcome; `cut()` tells a shutdown from other cancels."""
+        now = self._clock.now()
+        session, content = await self._open_turn(entry, now)
+
+        async def record_posted(sent: tuple[str, ...]) -> None:
+            await self._store.inbox_progress(entry.key, sent=sent)
+
+        reply = StreamingReply(outbox, posted=entry.sent, on_posted=record_posted)
+        usage = Usage()
+        try:
+            if entry.answer is None:
+                prompt = Prompt(
+                    system=self._settings.system_prompt,
+                    messages=(*session.turns, Turn("user", content)),
+                )
+                try:
+                    usage = await self._stream(prompt, reply, outbox)
+                except ProviderError as exc:
+                    await self._report_failure(exc, reply)
+                    await self._store.inbox_done(entry.key)
+                    return "failed"
+                answer = reply.text.strip()
+                if not answer:
+                    await reply.finish(self._settings.say("empty_answer"))
+                    await self._store.inbox_done(entry.key)
+                    return "failed"
+                await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
+            else:
+                answer = entry.answer  # recorded before a crash; finish delivering it
+            await reply.finish(answer)
+        except DeliveryError as exc:
+            log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
+            await self._store.inbox_done(entry.key)
+            return "undelivered"
+        except asyncio.CancelledError:
+            if cut() and reply.started:
+                await self._show_cut(reply)
+            raise
+        finally:
+            await reply.aclose()
+        self._metrics.tokens.labels(direction="input").inc(usage.input_tokens)
+        self._metrics.tokens.labels(direction="output").inc(usage.output_tokens)
+        # The user has seen the answer: a cancel from here on (/new, a newer
+        # message, shutdown) must not lose the exchange, so the commit is shielded.
+        stored = await asyncio.shield(self._remember(entry, session, content, answer, usage, now))
+        if not stored:
+            await send_text(outbox, self._settings.say("not_stored"))
+        return "answered"
+
+    async def _show_cut(self, reply: StreamingReply) -> None:
+        notice = self._settings.say("cut_by_restart")
+        with contextlib.suppress(DeliveryError, TimeoutError):
+            await asyncio.wait_for(
+                reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
+            )
+
+    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str]:
+        """The session to continue (or a new one) and the user turn to send."""
+        message = entry.message
+        conversation = message.conversation
+        settings = self._settings
+        session = await self._store.load_session(conversation.key)
+        if session is not None and not session.expired(now, settings.session_ttl):
+            return session, neutralise(message.text)
+        ring_user = self._access.ring_user(conversation)
+        entries: list[MemoryEntry] = []
+        if settings.inject_entries:
+            ring = await self._store.ring(ring_user, since=now - settings.max_age)
+            entries = visible_entries(ring, conversation)[-settings.inject_entries :]
+        content = build_bridge(
+            entries,
+            neutralise(message.text),
+            now=now,
+            language=settings.language,
+            tz=settings.timezone,
+        )
+        fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
+        return fresh, content
+
+    async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
+        usage = Usage()
+        async with _typing_while_silent(outbox, reply):
+            async for event in self._provider.stream(prompt):
+                if isinstance(event, TextDelta):
+                    await reply.push(event.text)
+                else:
+                    usage = usage + event.usage
+        return usage
+
+    async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
+        log.warning("no answer: %s", exc)
+        settings = self._settings
+        try:
+            if reply.text.strip():
+                notice = settings.say("interrupted", providers=exc.provider or self._provider.name)
+                await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
+            else:
+                await reply.finish(settings.say("all_failed", providers=self._provider.label))
+        except DeliveryError as delivery_exc:
+            log.warning("failure notice not delivered: %s", delivery_exc)
+
+    async def _remember(
+        self,
+        entry: InboxEntry,
+        session: Session,
+        content: str,
+        answer: str,
+        usage: Usage,
+        now: float,
+    ) -> bool:
+        """Commit the exchange and mark the entry done; False if the store failed."""
+        conversation = entry.message.conversation
+        settings = self._settings
+        updated = append_turns(
+            session,
+            [Turn("user", content), Turn("assistant", answer)],
+            now=self._clock.now(),
+            max_turns=settings.session_max_turns,
+        )
+        ring_entry = MemoryEntry(
+            timestamp=now,
+            user_message=cut_text(entry.message.text, settings.user_chars),
+            assistant_summary=cut_summary(answer, settings.summary_chars),
+            session_name=conversation.key,
+            user=updated.user,
+            scope=scope_of(conversation),
+        )
+        exchange = Exchange(
+            updated.user, updated, ring_entry, usage, settings.today(now), inbox_key=entry.key
+        )
+        try:
+            await self._store.commit_exchange(exchange)
+        except StoreError as exc:
+            log.error("exchange answered but not stored: %s", exc)
+            with contextlib.suppress(StoreError):
+                await self._store.inbox_done(entry.key)
+            return False
+        return True
+
+
+@contextlib.asynccontextmanager
+async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIterator[None]:
+    """Keep the platform's typing indicator on until the first text shows."""
+    interval = outbox.limits.typing_interval
+
+    async def keep_typing() -> None:
+        while not reply.started:
+            try:
+                await outbox.typing()
+            except Exception as exc:  # cosmetic: never let it end a good answer
+                log.debug("typing indicator failed: %s", exc)
+            if interval is None:
+                return
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,142 @@
+"""`chatbridge run`: serve every enabled platform until SIGINT/SIGTERM.
+
+Start: store and providers, the HTTP server (webhooks, `/healthz`, `/readyz`,
+`/metrics`), each platform, then whatever the inbox still holds from before a
+restart. Shutdown (one clock, `engine.shutdown_grace`): platforms stop
+receiving, the engine lets answers in flight finish and cuts the rest (they
+stay in the inbox), then platforms, server, providers and store close, in
+reverse order of opening (`AsyncExitStack`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
+from chatbridge.config import ChatbridgeConfig
+from chatbridge.core.app.registry import PlatformContext, build_platforms
+from chatbridge.core.app.wiring import engine_from_config
+from chatbridge.core.engine import Engine
+from chatbridge.core.metrics import CONTENT_TYPE_LATEST
+from chatbridge.core.ports import Platform, PlatformError
+from chatbridge.core.store import StoreError
+
+__all__ = ["serve"]
+
+log = logging.getLogger(__name__)
+
+Say = Callable[[str], None]
+
+
+class _Readiness:
+    """What `/readyz` reports: every platform connected, the store answering, not draining."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.platforms: list[Platform] = []
+        self.draining = False
+
+    async def ready(self) -> tuple[bool, str]:
+        if self.draining:
+            return False, "draining"
+        waiting = [p.name for p in self.platforms if not p.connected]
+        if not self.platforms or waiting:
+            return False, "not connected: " + (", ".join(waiting) or "starting")
+        try:
+            await self.engine.store.usage("readiness-probe", day="1970-01-01")
+        except StoreError:
+            return False, "store not answering"
+        return True, "ok"
+
+
+def _http_app(engine: Engine, readiness: _Readiness) -> web.Application:
+    app = web.Application()
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        ready, reason = await readiness.ready()
+        return web.json_response({"status": reason}, status=200 if ready else 503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(
+            body=engine.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def _close_quietly(platform: Platform) -> None:
+    try:
+        await platform.aclose()
+    except Exception as exc:  # shutting down anyway; say what failed
+        log.warning("%s did not close cleanly: %s", platform.name, exc)
+
+
+async def serve(config: ChatbridgeConfig, *, environ: Mapping[str, str], say: Say) -> int:
+    """Returns the process exit code; 0 after a clean signal-driven shutdown.
+
+    `say` prints a start-up failure as one sentence (masked) on stderr.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        engine, choice = await stack.enter_async_context(
+            engine_from_config(config, environ=environ)
+        )
+        readiness = _Readiness(engine)
+        server = _http_app(engine, readiness)
+        context = PlatformContext(handler=engine, commands=engine.commands, server=server)
+        platforms = build_platforms(config, context)
+        if not platforms:
+            say(
+                "no platform is enabled; set platforms.telegram.enabled: true "
+                "(or talk to the bot with `chatbridge chat`)"
+            )
+            return 2
+        runner = web.AppRunner(server, access_log=None)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        try:
+            await web.TCPSite(runner, config.server.host, config.server.port).start()
+        except OSError as exc:
+            say(f"cannot listen on {config.server.host}:{config.server.port} ({exc.strerror})")
+            return 1
+        for platform in platforms:
+            engine.attach(platform.name, platform.outbox)
+            stack.push_async_callback(_close_quietly, platform)
+            try:
+                await platform.start()
+            except PlatformError as exc:
+                say(str(exc))
+                return 1
+            except Exception as exc:  # an SDK's start can fail in many ways
+                say(f"{platform.name} could not start ({type(exc).__name__}: {exc})")
+                return 1
+            readiness.platforms.append(platform)
+        left = await engine.resume()
+        log.info(
+            "serving %s with provider %s on %s:%s%s",
+            ", ".join(p.name for p in platforms),
+            choice.description,
+            config.server.host,
+            config.server.port,
+            f"; answering {left} messages left from before the restart" if left else "",
+        )
+        await stop.wait()
+        log.info("shutting down: finishing replies in flight")
+        readiness.draining = True
+        for platform in platforms:
+            await platform.stop_receiving()
+        await engine.drain(config.engine.shutdown_grace)
+    return 0

@@ -1,0 +1,60 @@
+"""The contracts between the engine and its edges, defined in core.
+
+Platforms and providers import these; core never imports them back (the
+architecture test keeps it so). Three groups:
+
+- delivery (`Outbox`, `PlatformLimits`, `SentMessage`, `DeliveryError` tree):
+  how an answer reaches a chat;
+- platform (`Platform`, `MessageHandler`, `PlatformError` tree): what an
+  adapter is and what it calls;
+- provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
+  answer is generated.
+"""
+
+from chatbridge.core.ports.delivery import (
+    DeliveryError,
+    DeliveryRetry,
+    Outbox,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.core.ports.platform import (
+    MessageHandler,
+    Platform,
+    PlatformError,
+    PlatformStartFailed,
+)
+from chatbridge.core.ports.provider import (
+    InvalidRequest,
+    Prompt,
+    Provider,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+    StreamEvent,
+    TextDelta,
+    UsageReport,
+)
+
+__all__ = [
+    "DeliveryError",
+    "DeliveryRetry",
+    "InvalidRequest",
+    "MessageHandler",
+    "Outbox",
+    "Platform",
+    "PlatformError",
+    "PlatformLimits",
+    "PlatformStartFailed",
+    "Prompt",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "RateLimited",
+    "SentMessage",
+    "StreamEvent",
+    "TextDelta",
+    "UsageReport",
+]

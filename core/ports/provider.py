@@ -1,0 +1,101 @@
+"""What every provider is: a `Prompt` in, an async stream of deltas and usage out.
+
+Error tree (SDK exceptions are mapped into it at the provider boundary,
+`raise ... from exc`)::
+
+    ProviderError
+    ├── RateLimited(retry_after)   429 after the SDK's own retries
+    ├── ProviderTimeout            connect/read timeout
+    ├── ProviderUnavailable        5xx, 529 overloaded, dropped or malformed stream
+    └── InvalidRequest             4xx other than 429: our prompt or key is wrong
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "InvalidRequest",
+    "Prompt",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "RateLimited",
+    "StreamEvent",
+    "TextDelta",
+    "UsageReport",
+]
+
+from chatbridge.core.models import Turn, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What the LLM sees: a system prompt and alternating user/assistant turns."""
+
+    system: str
+    messages: tuple[Turn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    usage: Usage
+
+
+StreamEvent = TextDelta | UsageReport
+
+
+class Provider(Protocol):
+    """A configured LLM endpoint. One instance (and one SDK client) per config entry."""
+
+    name: str
+    model: str
+    label: str
+    """The config entries it may answer from, for notices: "main", or
+    "main, backup" for a fallback chain."""
+
+    def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        """Yield text deltas in order, then at most one `UsageReport`.
+
+        Raises a `ProviderError` subclass; cancelling the consumer closes the
+        underlying HTTP stream.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class ProviderError(Exception):
+    """Root of provider failures; `provider` names the config entry that failed."""
+
+    def __init__(self, message: str, *, provider: str = "") -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
+class RateLimited(ProviderError):
+    def __init__(
+        self, message: str, *, provider: str = "", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.retry_after = retry_after
+
+
+class ProviderTimeout(ProviderError):
+    pass
+
+
+class ProviderUnavailable(ProviderError):
+    pass
+
+
+class InvalidRequest(ProviderError):
+    pass

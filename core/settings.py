@@ -1,0 +1,35 @@
+"""The engine's settings: plain values the composition root takes from the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from chatbridge.core.texts import say
+
+__all__ = ["EngineSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    system_prompt: str = "You are a helpful assistant."
+    language: str = "de"
+    timezone: tzinfo | None = None
+    session_ttl: float = 30 * 60
+    session_max_turns: int = 40
+    cancel_on_new_message: bool = False
+    max_age: float = 24 * 3600
+    user_chars: int = 500
+    summary_chars: int = 300
+    inject_entries: int = 5
+    redeliver_within: float = 15 * 60
+    """A message still unanswered this long after it arrived (the bot was down)
+    gets a short notice instead of a late answer."""
+
+    def say(self, key: str, **values: object) -> str:
+        """One of the bot's own sentences, in `language`."""
+        return say(self.language, key, **values)
+
+    def today(self, now: float) -> str:
+        """YYYY-MM-DD in the bot's timezone, for usage accounting."""
+        return datetime.fromtimestamp(now, self.timezone).date().isoformat()

@@ -1,0 +1,220 @@
+"""The Redis store's plumbing: connection, errors, type checks and batched reads.
+
+`RedisConnection` is the base of `RedisStore` (via `_redis_inbox.RedisInbox`);
+see `redis_store` for the key layout and the guarantees.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+from chatbridge.core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.urls import mask_url, url_secrets
+from redis.asyncio.client import Pipeline
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+DEFAULT_TTL = 7 * 24 * 3600.0
+USAGE_TTL = 8 * 24 * 3600.0
+# `forget` retries when a watched key changed, i.e. the user committed meanwhile,
+# after a random pause of up to attempt x BACKOFF seconds (~0.2 s in all at most).
+MAX_ATTEMPTS = 20
+BACKOFF = 0.001
+# A server that accepts the TCP connection but never answers must not hang a commit.
+_CONNECT_TIMEOUT = 5.0
+_SOCKET_TIMEOUT = 10.0
+COUNTERS = ("input_tokens", "output_tokens")
+
+
+class RedisConnection:
+    """The client and the helpers every Redis write and read goes through."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_entries: int,
+        prefix: str = "chatbridge:",
+        ttl: float = DEFAULT_TTL,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        self._url = url
+        self._shown = mask_url(url)
+        self._secrets = url_secrets(url)
+        self._max = max_entries
+        self._prefix = prefix
+        self._ttl_ms = max(1, int(ttl * 1000))
+        self._usage_ttl_ms = int(USAGE_TTL * 1000)
+        self._client: aioredis.Redis | None = None
+
+    async def open(self) -> None:
+        """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
+        if self._client is not None:
+            return
+        try:
+            client = aioredis.from_url(
+                self._url,
+                decode_responses=True,
+                socket_connect_timeout=_CONNECT_TIMEOUT,
+                socket_timeout=_SOCKET_TIMEOUT,
+            )
+        except ValueError as err:
+            raise StoreError(
+                f"{self._shown} is not a usable Redis URL ({self._scrub(str(err))})"
+            ) from err
+        try:
+            with self._errors("connect"):
+                await client.ping()
+        except BaseException:
+            await client.aclose()
+            raise
+        self._client = client
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # -- helpers ------------------------------------------------------------
+
+    async def _transaction(
+        self,
+        expect: dict[str, str],
+        queue: Callable[[Pipeline], None],
+        *,
+        counters: str | None = None,
+    ) -> None:
+        """Check the types of `expect`'s keys (and the integer fields of the
+        `counters` hash), then run what `queue` adds in one MULTI/EXEC."""
+        client = self._conn()
+        with self._errors("write"):
+            await self._check_types(expect, counters)
+            async with client.pipeline(transaction=True) as tx:
+                queue(tx)
+                await tx.execute()
+
+    async def _check_types(
+        self, expect: dict[str, str], counters: str | None, *, tombstone: str | None = None
+    ) -> float | None:
+        """Raise `StoreCorrupt` for a key that exists with another type than expected;
+        in the same round trip GET `tombstone` and return its time (None if absent)."""
+        pipe = self._conn().pipeline(transaction=False)
+        for k in expect:
+            pipe.type(k)
+        if counters is not None:
+            pipe.hmget(counters, list(COUNTERS))
+        if tombstone is not None:
+            pipe.get(tombstone)
+        results = await pipe.execute(raise_on_error=False)
+        for (k, want), found in zip(expect.items(), results, strict=False):
+            if isinstance(found, Exception):
+                raise found
+            if found not in ("none", want):
+                raise self._corrupt(k, f"it is a {found}, not a {want}")
+        rest = results[len(expect) :]
+        for r in rest:
+            if isinstance(r, Exception):
+                raise r
+        if counters is not None:
+            for value in rest.pop(0):
+                self._counter(counters, value)
+        return None if tombstone is None else self._tombstone_at(tombstone, rest[0])
+
+    async def _read(
+        self,
+        calls: Sequence[tuple[str, str, tuple[Any, ...]]],
+        *,
+        transaction: bool = False,
+    ) -> list[Any]:
+        """Run `(key, command, args)` reads in one round trip (one MULTI/EXEC if
+        `transaction`, for a consistent view); WRONGTYPE → `StoreCorrupt` naming
+        the key."""
+        if not calls:
+            return []
+        pipe = self._conn().pipeline(transaction=transaction)
+        for k, command, args in calls:
+            getattr(pipe, command)(k, *args)
+        with self._errors("read"):
+            results = await pipe.execute(raise_on_error=False)
+        for (k, _, _), r in zip(calls, results, strict=True):
+            if isinstance(r, ResponseError) and str(r).startswith("WRONGTYPE"):
+                raise self._corrupt(k, "it holds a value of the wrong type")
+            if isinstance(r, Exception):
+                with self._errors("read"):
+                    raise r
+        return list(results)
+
+    def _tombstone_at(self, key: str, value: str | None) -> float | None:
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError as err:
+            raise self._corrupt(key, f"time {value!r} is not a number") from err
+
+    def _counter(self, ukey: str, value: str | None) -> int:
+        if value is None:
+            return 0
+        try:
+            return int(value)
+        except ValueError as err:
+            raise self._corrupt(ukey, f"counter {value!r} is not an integer") from err
+
+    def _conn(self) -> aioredis.Redis:
+        if self._client is None:
+            raise StoreError(f"the redis store at {self._shown} is not open")
+        return self._client
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        """Turn redis-py and socket errors into one-sentence `StoreError`s naming the URL."""
+        try:
+            yield
+        except AuthenticationError as err:
+            raise StoreError(
+                f"{self._shown} refused the login ({self._reason(err)}); "
+                "check the user and password in memory.url"
+            ) from err
+        except (RedisConnectionError, RedisTimeoutError, OSError) as err:
+            raise StoreError(
+                f"{self._shown} is not reachable ({self._reason(err)}); is Redis running?"
+            ) from err
+        except RedisError as err:
+            raise StoreError(f"{self._shown}: {op} failed ({self._reason(err)})") from err
+
+    def _reason(self, err: BaseException) -> str:
+        """The OS's words for a socket error (``Connection refused``), else redis-py's."""
+        for e in (err, err.__cause__, err.__context__):
+            if isinstance(e, OSError) and e.errno and e.errno > 0:
+                return os.strerror(e.errno)
+            if isinstance(e, OSError) and e.strerror:
+                return self._scrub(e.strerror)
+        if isinstance(err, RedisTimeoutError | TimeoutError):
+            return "timed out"
+        return self._scrub(str(err).strip().rstrip(".")) or type(err).__name__
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _corrupt(self, key: str, reason: str) -> StoreCorrupt:
+        return StoreCorrupt(
+            f"redis key {key!r} at {self._shown} is not chatbridge data ({reason}); "
+            "it was left untouched — delete or rename it"
+        )
+
+    def _busy(self, op: str) -> StoreError:
+        return StoreError(
+            f"{self._shown}: {op} gave up after {MAX_ATTEMPTS} attempts "
+            "because other clients kept changing the same keys; retry"
+        )

@@ -1,0 +1,116 @@
+"""Which Discord messages reach the engine, and as what.
+
+DMs: every message from a human. Guild channels: only messages that mention
+the bot or reply to one of its messages. Threads are their own conversation
+(`thread` = the thread's id, `chat` = its parent channel); in a thread the bot
+created or already answered in, every message counts, no mention needed.
+Bots (this one included), webhooks, system messages and edits never reach
+the engine. With `thread_per_mention`, a channel mention is answered in a new
+thread started from the question; its conversation is that thread already,
+so follow-ups there continue the same session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Container
+from dataclasses import dataclass
+
+import discord
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+
+__all__ = ["Address", "accept", "decode_address", "encode_address"]
+
+# What usually follows an address, as in "@bot, do X" or "@bot: do X".
+_AFTER = r"[ \t]*[,:]?[ \t]*"
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where an answer goes: `channel`, the message it quotes, whether it opens a thread.
+
+    With `open_thread`, `reply_to` is the question, and the thread started from
+    it has the question's id (Discord gives such a thread its message's id).
+    """
+
+    channel: int
+    reply_to: int | None = None
+    open_thread: bool = False
+
+
+def encode_address(address: Address) -> str:
+    """`address` as stored with the inbox entry."""
+    return json.dumps({"c": address.channel, "r": address.reply_to, "t": address.open_thread})
+
+
+def decode_address(text: str) -> Address:
+    """The `Address` `encode_address` wrote; ValueError for anything else."""
+    data = json.loads(text)
+    channel, reply_to, thread = data["c"], data.get("r"), bool(data.get("t"))
+    if not isinstance(channel, int) or not (reply_to is None or isinstance(reply_to, int)):
+        raise ValueError("not a discord reply address")
+    return Address(channel, reply_to, thread)
+
+
+def accept(
+    message: discord.Message,
+    me: int,
+    *,
+    active_threads: Container[int] = (),
+    thread_per_mention: bool = False,
+) -> IncomingMessage | None:
+    """The normalised message if the bot should answer `message`, else None.
+
+    `me` is the bot's user id; `active_threads` the threads the bot posted in.
+    """
+    author = message.author
+    if author.bot or message.webhook_id is not None or message.type not in _ANSWERED_TYPES:
+        return None
+    channel = message.channel
+    mentioned = me in message.raw_mentions
+    thread = ""
+    open_thread = False
+    if isinstance(channel, discord.DMChannel) or message.guild is None:
+        kind, chat = ChatKind.PRIVATE, str(channel.id)
+    else:
+        kind = ChatKind.GROUP
+        if isinstance(channel, discord.Thread):
+            addressed = mentioned or _replies_to(message, me)
+            mine = channel.owner_id == me or channel.id in active_threads
+            if not (addressed or mine):
+                return None
+            chat, thread = str(channel.parent_id or channel.id), str(channel.id)
+        else:
+            if not (mentioned or _replies_to(message, me)):
+                return None
+            chat = str(channel.id)
+            open_thread = thread_per_mention and mentioned
+            thread = str(message.id) if open_thread else ""
+    text = strip_mention(message.content, me)
+    if not text:
+        return None  # a bare "@bot" (or an attachment alone) carries no question
+    reply_to = message.id if kind is ChatKind.GROUP else None
+    return IncomingMessage(
+        conversation=Conversation(
+            platform="discord", chat=chat, user=str(author.id), thread=thread, kind=kind
+        ),
+        text=text,
+        event_id=str(message.id),
+        user_name=author.display_name,
+        reply_address=encode_address(Address(channel.id, reply_to, open_thread)),
+    )
+
+
+def strip_mention(content: str, me: int) -> str:
+    """`content` without the bot's `<@id>` / `<@!id>` mentions."""
+    return re.sub(rf"{_AFTER}<@!?{me}>{_AFTER}", " ", content).strip()
+
+
+def _replies_to(message: discord.Message, me: int) -> bool:
+    ref = message.reference
+    if ref is None:
+        return False
+    resolved = ref.resolved
+    return isinstance(resolved, discord.Message) and resolved.author.id == me

@@ -1,0 +1,193 @@
+"""`SlackPlatform`: bolt events in, `handler.accept` out, `SlackOutbox` back.
+
+Durability: bolt runs with `process_before_response=True`, so the ack (the
+Socket Mode envelope ack, or the HTTP 200) is sent only after our listener
+returned, and the listener returns only once the engine's inbox holds the
+message (or the event needs no answer). When the inbox cannot take it the
+listener raises: bolt answers 500 / sends no ack and Slack delivers the event
+again. Slack's retries carry the same `event_id`, which is the inbox key, so
+a retried event is acked and dropped (bolt itself does not de-duplicate).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.platforms._runtime import ChatGate, accept_safely, one_line, reveal
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ._filters import ActiveThreads, Address, BotIdentity, to_message
+from ._format import MrkdwnRenderer
+from ._outbox import SlackOutbox, StatusSwitch
+from ._startup import check_tokens, connect
+
+__all__ = ["EVENTS_PATH", "NotTaken", "SlackPlatform"]
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+
+
+class NotTaken(Exception):
+    """The inbox did not take an event; raised into bolt so Slack is not acked."""
+
+
+class SlackPlatform:
+    """Receives Slack events (Socket Mode when `app_token` is set, else HTTP
+    Events at `POST /slack/events` on `server`) and hands them to the engine.
+
+    HTTP mode registers its route in the constructor (aiohttp freezes a router
+    once its app runs): build this platform before the server's runner is set
+    up. The route answers 503 until `start()` and after `stop_receiving()`;
+    bolt checks the signing secret (bad signature or stale timestamp -> 401,
+    nothing reaches the engine) and answers `url_verification` itself.
+    """
+
+    name = "slack"
+
+    def __init__(
+        self,
+        *,
+        config: Any,
+        handler: MessageHandler,
+        commands: Sequence[tuple[str, str]] = (),
+        server: web.Application | None = None,
+    ) -> None:
+        self._config = config
+        self._handler = handler
+        self._commands = tuple(commands)  # typed as text; no slash command is registered
+        self._bot_token = reveal(config.bot_token)
+        self._app_token = reveal(config.app_token) if config.app_token is not None else None
+        secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
+        self._client = AsyncWebClient(token=self._bot_token, base_url=config.base_url)
+        self._app = AsyncApp(
+            client=self._client,
+            signing_secret=secret or "socket-mode-needs-no-secret",
+            process_before_response=True,
+            request_verification_enabled=self._app_token is None,
+        )
+        self._app.event(re.compile(".*"))(self._listener())
+        self._app.error(self._on_error)
+        self._renderer = MrkdwnRenderer()
+        self._gate = ChatGate()
+        self._status = StatusSwitch(False)
+        self._threads = ActiveThreads()
+        self._me: BotIdentity | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._receiving = False
+        if self._app_token is None:
+            if server is None or not secret:
+                raise ValueError("slack HTTP mode needs chatbridge's server and a signing_secret")
+            server.router.add_post(EVENTS_PATH, self._http)
+
+    @property
+    def connected(self) -> bool:
+        return self._receiving
+
+    @property
+    def socket_mode(self) -> bool:
+        return self._app_token is not None
+
+    async def start(self) -> None:
+        """Checks the tokens, `auth.test` and scopes, then starts receiving.
+
+        Raises `PlatformStartFailed` with one sentence (rejected token, wrong
+        token type, missing scopes, Socket Mode refused) and leaves nothing open.
+        """
+        check_tokens(self._bot_token, self._app_token)
+        try:
+            granted = await connect(self._client)
+            self._me = granted.me
+            self._status.enabled = granted.has("assistant:write")
+            self._receiving = True
+            if self._app_token is not None:
+                # slack-sdk's Socket Mode client retries a refused app token
+                # forever; one probe first turns that into a start-up error.
+                await self._client.apps_connections_open(app_token=self._app_token)
+                self._socket = AsyncSocketModeHandler(self._app, self._app_token)
+                await self._socket.connect_async()
+        except SlackApiError as exc:
+            await self.aclose()
+            error = exc.response.get("error", "unknown_error")
+            raise PlatformStartFailed(
+                f"slack refused Socket Mode ({error}); check platforms.slack.app_token"
+            ) from None
+        except (SlackClientError, aiohttp.ClientError, OSError) as exc:
+            await self.aclose()
+            raise PlatformStartFailed(
+                f"slack could not start ({type(exc).__name__}: {one_line(exc)})"
+            ) from None
+        except BaseException:
+            await self.aclose()
+            raise
+        mode = "Socket Mode" if self.socket_mode else f"HTTP events at {EVENTS_PATH}"
+        log.info("slack: receiving as %s via %s", self._me.user_id, mode)
+
+    def outbox(self, message: IncomingMessage) -> SlackOutbox:
+        try:
+            address = Address.decode(message.reply_address)
+        except ValueError:
+            conversation = message.conversation
+            address = Address(conversation.chat, conversation.thread)
+        return SlackOutbox(
+            self._client,
+            address,
+            edit_interval=float(self._config.edit_interval),
+            renderer=self._renderer,
+            gate=self._gate,
+            status=self._status,
+            threads=self._threads,
+        )
+
+    async def stop_receiving(self) -> None:
+        """Stops taking events (Socket Mode closed, the HTTP route answers 503)."""
+        self._receiving = False
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            try:
+                await socket.close_async()
+            except Exception as exc:
+                log.debug("slack: closing Socket Mode failed: %s", one_line(exc))
+
+    async def aclose(self) -> None:
+        await self.stop_receiving()
+
+    def _listener(self) -> Any:
+        async def on_event(body: dict[str, Any], event: dict[str, Any]) -> None:
+            await self._receive(body, event)
+
+        return on_event
+
+    async def _receive(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """Returns once the event is in the inbox or needs no answer; else raises."""
+        if self._me is None or not self._receiving:
+            raise NotTaken("not receiving yet")
+        try:
+            message = to_message(event, str(body.get("event_id") or ""), self._me, self._threads)
+        except Exception as exc:
+            log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
+            return
+        if message is not None and not await accept_safely("slack", self._handler, message):
+            raise NotTaken(f"the inbox did not take {message.event_id}")
+
+    async def _on_error(self, error: Exception, body: dict[str, Any]) -> BoltResponse:
+        log.warning("slack: event %s not acknowledged: %s", body.get("event_id"), one_line(error))
+        return BoltResponse(status=500, body="")
+
+    async def _http(self, request: web.Request) -> web.Response:
+        if not self._receiving:
+            return web.Response(status=503)
+        response = await self._app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)

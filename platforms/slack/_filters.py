@@ -1,0 +1,116 @@
+"""Which Slack events are questions for the bot, as `IncomingMessage`s.
+
+Answered:
+- `message` in an `im` (a DM), always;
+- `app_mention` in a channel, answered in its thread (`thread_ts`, or the
+  mention's own `ts`, which starts one);
+- a thread reply in a channel (`message.channels`/`message.groups`) in a
+  thread the bot is part of (`ActiveThreads`), without a new mention.
+
+Ignored: messages with any `subtype` (edits, deletions, joins, bot_message,
+…), messages from any bot (`bot_id`) or from the bot user itself, channel
+messages outside the bot's threads, and channel messages that mention the
+bot (Slack also sends those as `app_mention`, which is the one answered).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+
+__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message"]
+
+PLATFORM = "slack"
+_MAX_THREADS = 10_000  # remembered threads; the oldest are forgotten first
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """The bot as `auth.test` names it."""
+
+    user_id: str
+    bot_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where an answer goes: `thread_ts` "" posts at the top of a DM; `ts` is
+    the question's own message (the thread a status indicator belongs to)."""
+
+    channel: str
+    thread_ts: str = ""
+    ts: str = ""
+
+    def encode(self) -> str:
+        return f"{self.channel}|{self.thread_ts}|{self.ts}"
+
+    @classmethod
+    def decode(cls, text: str) -> Address:
+        """Raises `ValueError` for a string `encode` did not write."""
+        parts = text.split("|")
+        if len(parts) != 3 or not parts[0]:
+            raise ValueError(f"not a slack reply address: {text!r}")
+        return cls(*parts)
+
+
+class ActiveThreads:
+    """(channel, thread_ts) pairs the bot answered in; in memory, lost on restart
+    (a follow-up then needs a mention again)."""
+
+    def __init__(self, limit: int = _MAX_THREADS) -> None:
+        self._threads: dict[tuple[str, str], None] = {}
+        self._limit = limit
+
+    def add(self, channel: str, thread_ts: str) -> None:
+        self._threads.pop((channel, thread_ts), None)
+        self._threads[(channel, thread_ts)] = None
+        while len(self._threads) > self._limit:
+            del self._threads[next(iter(self._threads))]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._threads
+
+
+def strip_mention(text: str, bot_user_id: str) -> str:
+    """`text` without the bot's own `<@U…>` mentions (other mentions stay)."""
+    pattern = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
+    return re.sub(r"[ \t]{2,}", " ", pattern.sub("", text)).strip()
+
+
+def to_message(
+    event: dict[str, Any], event_id: str, me: BotIdentity, threads: ActiveThreads
+) -> IncomingMessage | None:
+    """The question in `event`, or None when the bot must not answer it."""
+    kind, channel, user = event.get("type"), event.get("channel"), event.get("user")
+    text, ts = event.get("text"), event.get("ts")
+    if not (isinstance(channel, str) and isinstance(user, str) and isinstance(ts, str)):
+        return None
+    if event.get("subtype") or event.get("bot_id") or user == me.user_id:
+        return None
+    if not isinstance(text, str):
+        return None
+    thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+    if kind == "message" and event.get("channel_type") == "im":
+        conversation = Conversation(PLATFORM, channel, user, "", ChatKind.PRIVATE)
+        address = Address(channel, thread_ts or "", ts)
+    elif kind == "app_mention":
+        thread = thread_ts or ts
+        threads.add(channel, thread)
+        conversation = Conversation(PLATFORM, channel, user, thread, ChatKind.GROUP)
+        address = Address(channel, thread, ts)
+    elif kind == "message" and thread_ts and (channel, thread_ts) in threads:
+        if f"<@{me.user_id}" in text:
+            return None  # the app_mention event for the same message is answered
+        conversation = Conversation(PLATFORM, channel, user, thread_ts, ChatKind.GROUP)
+        address = Address(channel, thread_ts, ts)
+    else:
+        return None
+    return IncomingMessage(
+        conversation=conversation,
+        text=strip_mention(text, me.user_id),
+        event_id=event_id or f"{channel}-{ts}",
+        reply_address=address.encode(),
+    )

@@ -1,0 +1,194 @@
+"""The `Outbox` for one Slack reply: `chat.postMessage` in the thread, `chat.update`.
+
+A message reference is `"channel:ts"`, so an outbox rebuilt after a restart
+edits the same message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.platforms._runtime import (
+    ChatGate,
+    ErrorRule,
+    FormattingRefused,
+    formatted_or_plain,
+    guarded,
+    one_line,
+)
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ._filters import ActiveThreads, Address
+from ._format import MrkdwnRenderer
+
+__all__ = ["MAX_CHARS", "STATUS", "SlackOutbox", "StatusSwitch", "message_ref", "parse_ref"]
+
+log = logging.getLogger(__name__)
+
+# Slack takes 40,000 chars per message but folds long ones behind "show more"
+# and renders mrkdwn past a few thousand poorly; the shared delivery code
+# splits answers at this many (code fences kept balanced).
+MAX_CHARS = 3_500
+STATUS = "is thinking…"
+STATUS_REFRESH = 60.0  # Slack clears a status after ~2 min without a reply
+_T = TypeVar("_T")
+_REFUSED_FORMAT = frozenset({"invalid_blocks", "invalid_blocks_format"})
+
+
+def message_ref(channel: str, ts: str) -> SentMessage:
+    return f"{channel}:{ts}"
+
+
+def parse_ref(ref: SentMessage) -> tuple[str, str]:
+    channel, _, ts = ref.partition(":")
+    if not channel or not ts:
+        raise DeliveryError(f"slack chat.update: not a message reference {ref!r}")
+    return channel, ts
+
+
+class StatusSwitch:
+    """Whether `assistant.threads.setStatus` is worth calling (scope granted);
+    turned off for good at the first `missing_scope`."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+
+class SlackOutbox:
+    """Sends one answer into the DM or channel thread the question came from.
+
+    Error contract, per call:
+    - 429 `ratelimited` -> `DeliveryRetry(Retry-After)`; nothing was sent, and
+      every later call into this channel (any reply's) waits until then;
+    - blocks/formatting refused -> the same call repeated as plain text;
+    - any other failure, Slack's or the SDK's (malformed replies included)
+      -> `DeliveryError`.
+    `typing()` sets the thread's "is thinking…" status where the app has the
+    `assistant:write` scope, and never raises.
+    """
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        address: Address,
+        *,
+        edit_interval: float = 1.0,
+        renderer: MrkdwnRenderer,
+        gate: ChatGate,
+        status: StatusSwitch,
+        threads: ActiveThreads,
+    ) -> None:
+        self.limits = PlatformLimits(
+            max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=STATUS_REFRESH
+        )
+        self._client = client
+        self._address = address
+        self._renderer = renderer
+        self._gate = gate
+        self._status = status
+        self._threads = threads
+
+    async def send(self, text: str) -> SentMessage:
+        channel, thread_ts = self._address.channel, self._address.thread_ts or None
+
+        async def call(body: str) -> SentMessage:
+            response = await self._client.chat_postMessage(
+                channel=channel, text=body, thread_ts=thread_ts, unfurl_links=False
+            )
+            return message_ref(_field(response, "channel", channel), _field(response, "ts"))
+
+        ref = await self._deliver("chat.postMessage", channel, text, call)
+        if thread_ts and not channel.startswith("D"):
+            self._threads.add(channel, thread_ts)
+        return ref
+
+    async def edit(self, message: SentMessage, text: str) -> None:
+        channel, ts = parse_ref(message)
+
+        async def call(body: str) -> None:
+            response = await self._client.chat_update(channel=channel, ts=ts, text=body)
+            _field(response, "ts")
+
+        await self._deliver("chat.update", channel, text, call)
+
+    async def typing(self) -> None:
+        if not self._status.enabled:
+            return
+        address = self._address
+        try:
+            await self._client.assistant_threads_setStatus(
+                channel_id=address.channel,
+                thread_ts=address.thread_ts or address.ts,
+                status=STATUS,
+            )
+        except SlackApiError as exc:
+            if exc.response.get("error") == "missing_scope":
+                self._status.enabled = False
+                log.info("slack: no assistant:write scope; 'is thinking…' status turned off")
+            else:
+                log.debug("slack: setStatus failed: %s", one_line(exc))
+        except Exception as exc:
+            log.debug("slack: setStatus failed: %s", one_line(exc))
+
+    async def _deliver(
+        self, method: str, channel: str, text: str, call: Callable[[str], Awaitable[_T]]
+    ) -> _T:
+        async def attempt(body: str, *, formatted: bool) -> _T:
+            await self._gate.wait(channel)
+            rules = self._rules(method, channel, formatted=formatted)
+            return await guarded(f"slack {method}", lambda: call(body), rules)
+
+        async def formatted() -> _T:
+            try:
+                body = self._renderer.render(text)
+            except ValueError:
+                raise FormattingRefused() from None
+            return await attempt(body, formatted=True)
+
+        return await formatted_or_plain(
+            f"slack {method}", formatted, lambda: attempt(text, formatted=False)
+        )
+
+    def _rules(self, method: str, channel: str, *, formatted: bool) -> list[ErrorRule]:
+        def refused(exc: SlackApiError) -> BaseException:
+            status = getattr(exc.response, "status_code", None)
+            error = _error(exc)
+            if status == 429 or error == "ratelimited":
+                seconds = _retry_after(exc)
+                self._gate.block(channel, seconds)
+                return DeliveryRetry(seconds)
+            if formatted and error in _REFUSED_FORMAT:
+                return FormattingRefused()
+            return DeliveryError(f"slack {method}: {error}")
+
+        return [(SlackApiError, refused)]
+
+
+def _error(exc: SlackApiError) -> str:
+    try:
+        return str(exc.response.get("error") or "unknown_error")
+    except Exception:
+        return "unknown_error"
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    headers = getattr(exc.response, "headers", None) or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    try:
+        return max(0.0, float(value)) if value is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _field(response: Any, key: str, default: str | None = None) -> str:
+    """`response[key]` as a non-empty str; a malformed reply raises (-> DeliveryError)."""
+    value = response.get(key, default) if hasattr(response, "get") else default
+    if not isinstance(value, str) or not value:
+        raise DeliveryError(f"slack: the reply has no {key!r}")
+    return value

@@ -1,0 +1,75 @@
+"""Start-up failures as one sentence, readiness, gateway drops, shards."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from chatbridge.core.ports import PlatformStartFailed
+from chatbridge.platforms.discord import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform
+from discord import AutoShardedClient
+
+from tests.platforms.discord.conftest import Launch, discord_config
+from tests.support.fake_discord import MESSAGE_CONTENT, PRIVILEGED_INTENTS, FakeDiscord
+
+
+class NoEngine:
+    async def accept(self, message: object) -> bool:
+        raise AssertionError("nothing should reach the engine")
+
+
+async def test_a_rejected_token_is_one_sentence_without_the_token(fake: FakeDiscord) -> None:
+    platform = DiscordPlatform(
+        config=discord_config(fake, token="wrong.token.value"), handler=NoEngine()
+    )
+    with pytest.raises(PlatformStartFailed) as caught:
+        await platform.start()
+    assert str(caught.value) == TOKEN_REJECTED
+    assert "wrong.token" not in str(caught.value)
+    assert not platform.connected
+    await platform.aclose()  # safe after a failed start
+
+
+async def test_a_missing_message_content_intent_tells_the_admin_where_to_switch_it_on() -> None:
+    async with FakeDiscord(granted_intents=PRIVILEGED_INTENTS & ~MESSAGE_CONTENT) as fake:
+        platform = DiscordPlatform(config=discord_config(fake), handler=NoEngine())
+        with pytest.raises(PlatformStartFailed) as caught:
+            await platform.start()
+        assert str(caught.value) == INTENT_MISSING
+        assert 4014 in fake.close_codes
+
+
+async def test_after_a_gateway_drop_it_resumes_and_answers_the_next_message(
+    fake: FakeDiscord, launch: Launch
+) -> None:
+    running = await launch()
+    assert running.platform.connected
+    await fake.drop_connection()
+    await fake.wait_for(lambda: fake.resume_count == 1 and fake.connected, within=10)
+    await fake.send_dm("Noch da?")
+    await fake.wait_for(lambda: bool(fake.bot_texts(fake.dm_channel())))
+    assert fake.bot_texts(fake.dm_channel()) == ["echo: Noch da?"]
+    assert fake.identify_count == 1, "it identified again instead of resuming"
+    assert running.platform.connected
+
+
+async def test_stop_receiving_turns_readiness_off_and_ignores_new_messages(
+    fake: FakeDiscord, launch: Launch
+) -> None:
+    running = await launch()
+    await running.platform.stop_receiving()
+    assert not running.platform.connected
+    await fake.send_dm("zu spät")
+    await fake.send_dm("auch zu spät")
+    await asyncio.sleep(0.2)
+    assert running.prompts == []
+    assert fake.bot_texts(fake.dm_channel()) == []
+
+
+async def test_shard_settings_run_an_auto_sharded_client(fake: FakeDiscord, launch: Launch) -> None:
+    running = await launch(shard_count=1, shard_ids=[0])
+    assert isinstance(running.platform.client, AutoShardedClient)
+    identify = [c for c in fake.gateway_log if c.path == "IDENTIFY"]
+    assert identify[-1].body["shard"] == [0, 1]
+    await fake.send_dm("DMs kommen auf Shard 0")
+    await fake.wait_for(lambda: bool(fake.bot_texts(fake.dm_channel())))
