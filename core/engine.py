@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -94,9 +95,12 @@ class Engine:
         `StoreError` when the inbox cannot take it and `NotAccepting` while
         shutting down: the platform must then not acknowledge the message.
         """
+        return await self._accept(message, self._inbox_key(message))
+
+    async def _accept(self, message: IncomingMessage, key: str) -> bool:
         if self._draining:
             raise NotAccepting("shutting down")
-        entry = InboxEntry(self._inbox_key(message), message, received_at=self.clock.now())
+        entry = InboxEntry(key, message, received_at=self.clock.now())
         if not await self.store.inbox_add(entry):
             log.info("dropped redelivered event %s", message.event_id)
             self.metrics.count(message.conversation.platform, "duplicate")
@@ -114,7 +118,7 @@ class Engine:
         done = asyncio.get_running_loop().create_future()
         self._given[key], self._finished[key] = outbox, done
         try:
-            if await self.accept(message):
+            if await self._accept(message, key):
                 await asyncio.shield(done)
         finally:
             self._given.pop(key, None)
@@ -147,9 +151,9 @@ class Engine:
         self._scheduled.add(entry.key)
         task = asyncio.create_task(self._process(entry, ticket))
         self._tasks.add(task)
-        task.add_done_callback(lambda t, k=entry.key: self._done(t, k))
+        task.add_done_callback(functools.partial(self._done, key=entry.key))
 
-    def _done(self, task: asyncio.Task[None], key: str) -> None:
+    def _done(self, task: asyncio.Task[None], *, key: str) -> None:
         self._tasks.discard(task)
         self._scheduled.discard(key)
         waiter = self._finished.get(key)

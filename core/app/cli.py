@@ -145,7 +145,10 @@ async def _run(
 ) -> int:
     from chatbridge.core.app.serve import serve
 
-    return await serve(config, environ=environ, say=lambda s: _fail(s, EXIT_FAILED, redactor))
+    def say(sentence: str) -> None:
+        _fail(sentence, EXIT_FAILED, redactor)
+
+    return await serve(config, environ=environ, say=say)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

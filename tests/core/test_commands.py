@@ -11,9 +11,11 @@ EXPIRE = 31 * 60
 
 def test_parse_command() -> None:
     assert parse_command("/new") == Command("new")
-    assert parse_command("/new@chatbridge_bot") == Command("new")
     assert parse_command("/Memory  bitte ") == Command("memory", "bitte")
-    assert parse_command("/start") == Command("help")
+    # Platform spellings (/start, /help@bot) are the Telegram adapter's job now:
+    # core sees them unnormalised and must not pretend they are something else.
+    assert parse_command("/start") == Command("start")
+    assert parse_command("/new@chatbridge_bot") is None
     assert parse_command("/usr/bin/python ist kaputt") is None
     assert parse_command("kein /befehl") is None
 
@@ -58,8 +60,20 @@ async def test_status_shows_model_session_ring_and_tokens(bot: TestBot) -> None:
     assert "scripted-model" in status
     assert "seit 10m" in status
     assert "20m" in status
-    assert "Erinnerung: 1 Einträge" in status
+    assert "Erinnerung: 1 Eintrag " in status
     assert "Tokens heute: 10 rein, 5 raus" in status
+    await bot.say("zwei")
+    assert "Erinnerung: 2 Einträge" in await bot.say("/status")
+
+
+async def test_status_in_a_group_shows_no_token_counts(bot: TestBot) -> None:
+    from chatbridge.core.models import ChatKind
+
+    await bot.say("privat", user=ALICE)  # Alice has used tokens today
+    assert "Tokens heute: 10 rein, 5 raus" in await bot.say("/status", user=ALICE)
+    status = await bot.say("/status", user=ALICE, chat="-100", kind=ChatKind.GROUP)
+    assert "Tokens heute: – rein, – raus" in status
+    assert "10 rein" not in status
 
 
 async def test_commands_never_reach_the_provider(bot: TestBot) -> None:

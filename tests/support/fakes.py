@@ -95,9 +95,18 @@ class Posted:
 class RecordingOutbox:
     """Keeps the chat as a user would see it; can inject flood control."""
 
-    def __init__(self, *, max_chars: int = 4096, edit_interval: float | None = None) -> None:
-        self.limits = PlatformLimits(max_chars=max_chars, edit_interval=edit_interval)
+    def __init__(
+        self,
+        *,
+        max_chars: int = 4096,
+        edit_interval: float | None = None,
+        typing_interval: float | None = None,
+    ) -> None:
+        self.limits = PlatformLimits(
+            max_chars=max_chars, edit_interval=edit_interval, typing_interval=typing_interval
+        )
         self.messages: list[Posted] = []
+        self.calls: list[tuple[str, str, str]] = []  # ("send"|"edit", ref, text), in order
         self.typing_calls = 0
         self.floods: list[float] = []  # retry_after values to raise on the next calls
 
@@ -105,18 +114,29 @@ class RecordingOutbox:
         if self.floods:
             raise DeliveryRetry(self.floods.pop(0))
 
-    async def send(self, text: str) -> Posted:
+    async def send(self, text: str) -> str:
+        """Returns the message's reference, a str like a real outbox's."""
         self._maybe_flood()
         assert len(text) <= self.limits.max_chars, "delivery sent an over-long message"
         posted = Posted(len(self.messages) + 1, text)
         self.messages.append(posted)
-        return posted
+        self.calls.append(("send", str(posted.id), text))
+        return str(posted.id)
 
-    async def edit(self, message: Posted, text: str) -> None:
+    def seed(self, text: str) -> str:
+        """A message posted before a restart (by an earlier outbox); its ref."""
+        posted = Posted(len(self.messages) + 1, text)
+        self.messages.append(posted)
+        return str(posted.id)
+
+    async def edit(self, message: str, text: str) -> None:
+        assert isinstance(message, str), f"edit got {message!r}, not a str ref"
         self._maybe_flood()
         assert len(text) <= self.limits.max_chars, "delivery edited past the limit"
-        message.edits.append(text)
-        message.text = text
+        posted = self.messages[int(message) - 1]
+        posted.edits.append(text)
+        posted.text = text
+        self.calls.append(("edit", message, text))
 
     async def typing(self) -> None:
         self.typing_calls += 1
