@@ -8,11 +8,18 @@ its parts in top-level folders that setuptools maps into it:
 `chatbridge.config`.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("chatbridge")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    # Looked up on demand: importlib.metadata costs ~50 ms at every start-up.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("chatbridge")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(name)

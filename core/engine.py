@@ -124,12 +124,15 @@ class Engine:
             self._given.pop(key, None)
             self._finished.pop(key, None)
 
-    async def resume(self) -> int:
+    async def resume(self, *, only: Callable[[IncomingMessage], bool] | None = None) -> int:
         """Schedule what the inbox holds from before a restart, oldest first,
-        for every attached platform; returns how many were scheduled."""
+        for every attached platform (and, with `only`, the messages it
+        selects); returns how many were scheduled."""
         count = 0
         for entry in await self.store.inbox_pending():
             platform = entry.message.conversation.platform
+            if only is not None and not only(entry.message):
+                continue
             if entry.key not in self._scheduled and platform in self._outboxes:
                 log.info("answering %s left from before the restart", entry.key)
                 self._schedule(entry)
@@ -181,6 +184,10 @@ class Engine:
         except asyncio.CancelledError:
             log.info("%s left in the inbox for after the restart", entry.key)
             raise
+        except Exception as exc:  # a bug must cost one answer, never the process
+            log.error("answering %s failed: %s", entry.key, exc, exc_info=True)
+            await send_text(outbox, self.settings.say("internal_error"))
+            outcome = "failed"
         self.metrics.count(platform, outcome)
         if outcome == "answered":
             self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)

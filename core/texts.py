@@ -20,6 +20,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown": "Unknown command {command}. Try /help.",
         "empty_answer": "(The AI service returned an empty answer.)",
         "store_failed": "Sorry, my memory is not reachable right now. Please try again later.",
+        "internal_error": "Sorry, something went wrong on my side; the admin can see why in the log.",
         "not_stored": (
             "(I could not store this exchange, so I will not remember it; "
             "the admin has been told.)"
@@ -62,6 +63,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "empty_answer": "(Der KI-Dienst hat eine leere Antwort geliefert.)",
         "store_failed": (
             "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
+        ),
+        "internal_error": (
+            "Entschuldige, bei mir ist etwas schiefgegangen; der Admin sieht im Log, warum."
         ),
         "not_stored": (
             "(Diesen Austausch konnte ich nicht speichern, ich werde mich nicht daran "

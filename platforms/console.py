@@ -11,14 +11,11 @@ import asyncio
 import threading
 from typing import TextIO
 
+from chatbridge.core.engine import Engine
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
-from chatbridge.platforms.base import PlatformLimits
+from chatbridge.core.ports import PlatformLimits, SentMessage
 
 __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
-
-
-class _Printed:
-    """Handle of a printed message (the console cannot edit)."""
 
 
 class ConsoleOutbox:
@@ -26,14 +23,17 @@ class ConsoleOutbox:
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
+        self._printed = 0
 
-    async def send(self, text: str) -> _Printed:
+    async def send(self, text: str) -> SentMessage:
         self._out.write(f"{text}\n\n")
         self._out.flush()
-        return _Printed()
+        self._printed += 1
+        return f"console:{self._printed}"
 
-    async def edit(self, message: object, text: str) -> None:
-        raise NotImplementedError("the console cannot edit printed text")
+    async def edit(self, message: SentMessage, text: str) -> None:
+        # Only reached for an answer cut by a restart: print the whole text again.
+        await self.send(text)
 
     async def typing(self) -> None:
         return None
@@ -49,19 +49,24 @@ class ConsolePlatform:
 
     name = "console"
 
-    def __init__(self, engine: object, *, user: str, stdin: TextIO, stdout: TextIO) -> None:
+    def __init__(self, engine: Engine, *, user: str, stdin: TextIO, stdout: TextIO) -> None:
         self._engine = engine
         self._conversation = console_conversation(user)
         self._stdin = stdin
         self._outbox = ConsoleOutbox(stdout)
 
     async def run(self) -> None:
+        """Answer what this console conversation left unanswered (a killed
+        `chatbridge chat`), then every line until EOF."""
+        engine = self._engine
+        engine.attach("console", lambda message: self._outbox)
+        await engine.resume(only=lambda m: m.conversation == self._conversation)
         lines = self._read_lines_in_background()
         while (line := await lines.get()) is not None:
             text = line.strip()
             if text:
                 message = IncomingMessage(conversation=self._conversation, text=text)
-                await self._engine.handle(message, self._outbox)  # type: ignore[attr-defined]
+                await self._engine.handle(message, self._outbox)
 
     def _read_lines_in_background(self) -> asyncio.Queue[str | None]:
         """stdin lines, then None at EOF.

@@ -35,7 +35,7 @@ from chatbridge.core.engine import Engine
 from chatbridge.core.store import StoreError
 from chatbridge.platforms.console import ConsolePlatform
 
-from chatbridge import __version__
+import chatbridge
 
 __all__ = ["main"]
 
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="chatbridge",
         description="A chat assistant that remembers what you said an hour ago.",
     )
-    parser.add_argument("--version", action="version", version=f"chatbridge {__version__}")
+    parser.add_argument("--version", action="version", version=f"chatbridge {chatbridge.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -119,6 +119,7 @@ async def _chat(
         if not args.quiet:
             print(_banner(args.user, config, engine, choice.description), flush=True)
         await ConsolePlatform(engine, user=args.user, stdin=sys.stdin, stdout=sys.stdout).run()
+        await engine.drain(config.engine.shutdown_grace)
     return EXIT_OK
 
 

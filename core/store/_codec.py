@@ -120,10 +120,24 @@ MESSAGE_FIELDS = (
 
 
 def message_to_json(m: IncomingMessage) -> dict[str, str]:
+    """TypeError (before anything is written) if a field is not a string."""
     c = m.conversation
-    values = [c.platform, c.chat, c.user, c.thread, c.kind.value]
+    values = [c.platform, c.chat, c.user, c.thread, ChatKind(c.kind).value]
     values += [m.text, m.event_id, m.user_name, m.reply_address]
+    for name, value in zip(MESSAGE_FIELDS, values, strict=True):
+        if not isinstance(value, str):
+            raise TypeError(f"inbox message field {name} must be a str, not {type(value).__name__}")
     return dict(zip(MESSAGE_FIELDS, values, strict=True))
+
+
+def sent_to_json(sent: tuple[str, ...]) -> list[str]:
+    """The refs as a list; TypeError if one is not a string (an outbox's handle
+    object must be turned into its platform's message ID first)."""
+    refs = list(sent)
+    for ref in refs:
+        if not isinstance(ref, str):
+            raise TypeError(f"inbox sent refs must be str, not {type(ref).__name__}")
+    return refs
 
 
 def message_from_json(raw: Any) -> IncomingMessage:
@@ -149,9 +163,16 @@ def inbox_to_json(entry: InboxEntry) -> dict[str, Any]:
         "key": entry.key,
         "received_at": entry.received_at,
         "message": message_to_json(entry.message),
-        "answer": entry.answer,
-        "sent": list(entry.sent),
+        "answer": answer_to_json(entry.answer),
+        "sent": sent_to_json(entry.sent),
     }
+
+
+def answer_to_json(answer: str | None) -> str | None:
+    """The answer as is; TypeError unless it is a str or None."""
+    if answer is not None and not isinstance(answer, str):
+        raise TypeError(f"an inbox answer must be a str or None, not {type(answer).__name__}")
+    return answer
 
 
 def inbox_from_json(raw: Any) -> InboxEntry:

@@ -12,12 +12,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
-from chatbridge.core.store.base import StoreCorrupt, StoreError
-from chatbridge.core.urls import mask_url, url_secrets
 from redis.asyncio.client import Pipeline
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from chatbridge.core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.urls import mask_url, url_secrets
 
 DEFAULT_TTL = 7 * 24 * 3600.0
 USAGE_TTL = 8 * 24 * 3600.0

@@ -17,12 +17,19 @@ import json
 import time
 from typing import Any, NamedTuple
 
-from chatbridge.core.models import InboxEntry
-from chatbridge.core.store._codec import message_from_json, message_to_json, sent_from_json
-from chatbridge.core.store._redis_conn import RedisConnection
-from chatbridge.core.store.base import DEDUPE_WINDOW
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
+
+from chatbridge.core.models import InboxEntry
+from chatbridge.core.store._codec import (
+    answer_to_json,
+    message_from_json,
+    message_to_json,
+    sent_from_json,
+    sent_to_json,
+)
+from chatbridge.core.store._redis_conn import RedisConnection
+from chatbridge.core.store.base import DEDUPE_WINDOW
 
 
 class _Lua(NamedTuple):
@@ -118,7 +125,7 @@ class RedisInbox(RedisConnection):
             repr(entry.received_at - DEDUPE_WINDOW),
             json.dumps(message_to_json(entry.message), ensure_ascii=False),
             _sent_json(entry.sent),
-            entry.answer or "",
+            answer_to_json(entry.answer) or "",
             "0" if entry.answer is None else "1",
             str(self._ttl_ms),
         ]
@@ -127,7 +134,7 @@ class RedisInbox(RedisConnection):
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:
-        args = [_sent_json(sent), answer or "", "0" if answer is None else "1"]
+        args = [_sent_json(sent), answer_to_json(answer) or "", "0" if answer is None else "1"]
         await self._script(_PROGRESS, [self._inbox_key(key)], args)
 
     async def inbox_done(self, key: str) -> None:
@@ -198,7 +205,7 @@ class RedisInbox(RedisConnection):
 
 
 def _sent_json(sent: tuple[str, ...]) -> str:
-    return json.dumps(list(sent), ensure_ascii=False)
+    return json.dumps(sent_to_json(sent), ensure_ascii=False)
 
 
 def _entry(member: str, fields: dict[str, str]) -> tuple[tuple[float, int], InboxEntry]:

@@ -28,7 +28,13 @@ import sqlite3
 from typing import Any
 
 from chatbridge.core.models import InboxEntry
-from chatbridge.core.store._codec import message_from_json, message_to_json, sent_from_json
+from chatbridge.core.store._codec import (
+    answer_to_json,
+    message_from_json,
+    message_to_json,
+    sent_from_json,
+    sent_to_json,
+)
 from chatbridge.core.store.base import DEDUPE_WINDOW
 
 # Added after files were first made with schema 1, hence also created at connect.
@@ -65,19 +71,19 @@ def add(db: sqlite3.Connection, entry: InboxEntry, *, prune: bool) -> bool:
     """Store `entry` unless its key is pending or was done within the window;
     with `prune`, first drop every marker older than the window."""
     cutoff = entry.received_at - DEDUPE_WINDOW
+    message, answer = _encode(message_to_json(entry.message)), answer_to_json(entry.answer)
+    row = (entry.key, entry.received_at, message, answer, _sent(entry.sent), cutoff)
     if prune:
         db.execute(_PRUNE, (cutoff,))
-    message = _encode(message_to_json(entry.message))
-    row = (entry.key, entry.received_at, message, entry.answer, _sent(entry.sent), cutoff)
     return db.execute(_ADD, row).rowcount == 1
 
 
 def progress(db: sqlite3.Connection, key: str, sent: tuple[str, ...], answer: str | None) -> None:
-    db.execute(_PROGRESS, (_sent(sent), answer, key))
+    db.execute(_PROGRESS, (_sent(sent), answer_to_json(answer), key))
 
 
 def _sent(sent: tuple[str, ...]) -> str:
-    return _encode(list(sent)) if sent else "[]"
+    return _encode(sent_to_json(sent)) if sent else "[]"
 
 
 def done(db: sqlite3.Connection, key: str, at: float) -> None:

@@ -13,8 +13,11 @@ from typing import Any
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Usage
 from chatbridge.core.store._codec import (
     TOMBSTONE_KEEP,
+    answer_to_json,
     copy_session,
     forgotten_since,
+    inbox_to_json,
+    sent_to_json,
     unreadable,
     user_hash,
 )
@@ -128,7 +131,7 @@ class JsonStore:
         _put(sessions, key, None if session is None else copy_session(session, key))
         try:
             atomic_write(self._state_path, state_bytes(self._state))
-        except StoreError:
+        except BaseException:  # also a value that cannot be encoded
             _put(sessions, key, before)
             raise
 
@@ -157,7 +160,7 @@ class JsonStore:
         state.last_entry = entry
         try:
             atomic_write(self._state_path, state_bytes(state))
-        except StoreError:
+        except BaseException:  # also a value that cannot be encoded
             _put(self._ring, user, before[0])
             _put(state.sessions, key, before[1])
             _put(days, day, before[2])
@@ -196,6 +199,7 @@ class JsonStore:
     async def inbox_add(self, entry: InboxEntry) -> bool:
         """Also drops done markers older than `DEDUPE_WINDOW` before `entry.received_at`."""
         state = self._live()
+        inbox_to_json(entry)  # TypeError for a field of the wrong type, before any change
         cutoff = entry.received_at - DEDUPE_WINDOW
         done_at = state.inbox_done.get(entry.key)
         if entry.key in state.inbox or (done_at is not None and done_at >= cutoff):
@@ -218,8 +222,9 @@ class JsonStore:
         old = state.inbox.get(key)
         if old is None:
             return
+        refs, answer = tuple(sent_to_json(sent)), answer_to_json(answer)  # TypeError first
         answer = old.answer if answer is None else answer
-        state.inbox[key] = replace(old, sent=tuple(sent), answer=answer)  # keeps its place
+        state.inbox[key] = replace(old, sent=refs, answer=answer)  # keeps its place
 
         def undo() -> None:
             state.inbox[key] = old
@@ -252,7 +257,7 @@ class JsonStore:
         """Write the state file; if that fails, `undo` the change in memory and re-raise."""
         try:
             atomic_write(self._state_path, state_bytes(self._state))
-        except StoreError:
+        except BaseException:
             undo()
             raise
 

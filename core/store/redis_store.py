@@ -93,6 +93,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from redis.asyncio.client import Pipeline
+from redis.exceptions import WatchError
+from redis.typing import EncodableT, FieldT
+
 from chatbridge.core.models import Exchange, MemoryEntry, Session, Turn, Usage
 from chatbridge.core.store._codec import (
     entry_from_json,
@@ -103,9 +107,6 @@ from chatbridge.core.store._codec import (
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
 from chatbridge.core.store._redis_inbox import RedisInbox
-from redis.asyncio.client import Pipeline
-from redis.exceptions import WatchError
-from redis.typing import EncodableT, FieldT
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 

@@ -115,7 +115,8 @@ class TelegramPlatform:
         self._started = True
         await self._bot.initialize()
         self._me = BotIdentity(id=self._bot.id, username=self._bot.username)
-        await self._register_commands()
+        # The command menu is a convenience: set it beside receiving, not before.
+        self._tasks.spawn(self._register_commands(), name="setMyCommands")
         self._receiving = True
         if self._receiver is not None:
             self._receiver.accepting = True

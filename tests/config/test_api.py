@@ -144,6 +144,7 @@ def test_public_api_is_reexported() -> None:
         "SlackConfig",
         "AccessConfig",
         "ServerConfig",
+        "LoggingConfig",
         "Duration",
         "ConfigError",
         "ConfigIssue",

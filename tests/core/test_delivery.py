@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from chatbridge.core.delivery import StreamingReply, split_message
@@ -47,20 +50,103 @@ def test_a_word_longer_than_the_limit_is_hard_split() -> None:
     assert split_message("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
 
 
+class TimedOutbox(RecordingOutbox):
+    """Records when (on `clock`) each send/edit reached the platform."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.at: list[tuple[str, str, float]] = []  # (kind, ref, time)
+
+    async def send(self, text: str) -> str:
+        ref = await super().send(text)
+        self.at.append(("send", ref, self.clock()))
+        return ref
+
+    async def edit(self, message: str, text: str) -> None:
+        await super().edit(message, text)
+        self.at.append(("edit", message, self.clock()))
+
+
+def _gaps_per_message(at: list[tuple[str, str, float]]) -> list[float]:
+    last: dict[str, float] = {}
+    gaps = []
+    for _, ref, moment in at:
+        if ref in last:
+            gaps.append(moment - last[ref])
+        last[ref] = moment
+    return gaps
+
+
 async def test_streaming_edits_are_throttled() -> None:
-    now = [0.0]
-    outbox = RecordingOutbox(edit_interval=1.0)
-    reply = StreamingReply(outbox, monotonic=lambda: now[0])
+    interval = 0.05
+    outbox = TimedOutbox(edit_interval=interval)
+    reply = StreamingReply(outbox)
+    started = time.monotonic()
     for i in range(10):
         await reply.push(f"part{i} ")
-        await asyncio.sleep(0)  # let a progress edit run
-        now[0] += 0.25  # 10 deltas over 2.5 s -> a send and at most 2 progress edits
+        await asyncio.sleep(0.02)  # 10 deltas over 0.2 s
     assert outbox.messages, "nothing was shown while streaming"
     progress_edits = len(outbox.messages[0].edits)
     await reply.finish()
-    assert progress_edits <= 2  # 2.5 s at one edit per second after the first send
+    first_send = outbox.at[0]
+    assert first_send[0] == "send"
+    assert first_send[2] - started >= interval - 0.002, "first message posted too early"
+    assert 1 <= progress_edits <= 4  # 0.2 s at one edit per 0.05 s after the first send
+    gaps = _gaps_per_message(outbox.at)
+    assert gaps, "the final text was never edited in"
+    assert min(gaps) >= interval - 0.002, gaps  # the final edit included
     assert len(outbox.messages) == 1
     assert outbox.last == " ".join(f"part{i}" for i in range(10))
+
+
+async def test_a_quick_answer_is_one_send_and_no_edit() -> None:
+    outbox = RecordingOutbox(edit_interval=1.0)
+    reply = StreamingReply(outbox)
+    for word in ("Das ", "Paket ", "kommt ", "Mittwoch."):
+        await reply.push(word)
+        await asyncio.sleep(0.005)  # well inside the first edit interval
+    await reply.finish()
+    assert outbox.calls == [("send", "1", "Das Paket kommt Mittwoch.")]
+
+
+async def test_the_final_edit_waits_out_the_edit_interval() -> None:
+    now = [8.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    interval = 0.0625  # real seconds for the first-post pause; exact in binary
+    outbox = TimedOutbox(clock=lambda: now[0], edit_interval=interval)
+    reply = StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep)
+    await reply.push("Das Paket ")
+    await asyncio.sleep(interval * 2)  # the progress task posts the first message
+    assert outbox.calls == [("send", "1", "Das Paket")]
+    await reply.push("kommt am Mittwoch.")
+    now[0] += 0.03125  # only half the interval has passed since that send
+    await reply.finish()
+    assert outbox.calls[-1] == ("edit", "1", "Das Paket kommt am Mittwoch.")
+    assert slept == [0.03125]
+    (send, edit) = outbox.at
+    assert edit[2] - send[2] >= interval
+
+
+async def test_final_delivery_honours_retry_after() -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    outbox = TimedOutbox(clock=lambda: now[0])
+    outbox.floods = [2.5]
+    await StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep).finish("Hallo")
+    assert slept == [2.5]
+    assert outbox.at == [("send", "1", 102.5)]
+    assert outbox.texts == ["Hallo"]
 
 
 async def test_a_slow_platform_does_not_hold_up_the_stream() -> None:
@@ -92,23 +178,30 @@ async def test_streaming_past_the_limit_continues_in_a_new_message() -> None:
     assert " ".join(outbox.texts).split() == [f"word{i:02d}" for i in range(30)]
 
 
-async def test_flood_control_during_streaming_skips_edits_and_final_waits() -> None:
+async def test_flood_control_during_streaming_holds_every_later_call() -> None:
+    now = [0.0]
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
+        now[0] += seconds
 
-    outbox = RecordingOutbox(edit_interval=0.0)
-    reply = StreamingReply(outbox, sleep=sleep)
+    outbox = TimedOutbox(clock=lambda: now[0], edit_interval=0.0)
+    reply = StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep)
     outbox.floods = [3.0]
     await reply.push("first ")
     for _ in range(3):
-        await asyncio.sleep(0)  # the progress edit runs into flood control
+        await asyncio.sleep(0)  # the progress send runs into flood control
     assert outbox.messages == []
-    await reply.push("second ")  # inside the flood window: no edit attempted
+    assert outbox.floods == [], "the progress call never reached the platform"
+    await reply.push("second ")  # inside the flood window: no call attempted
+    await asyncio.sleep(0)
+    assert outbox.calls == []
     outbox.floods = [2.0]
     await reply.finish()
-    assert slept == [2.0]
+    # The final call waits out the first flood (3 s), then the second one (2 s).
+    assert slept == [3.0, 2.0]
+    assert outbox.at == [("send", "1", 5.0)]
     assert outbox.last == "first second"
 
 

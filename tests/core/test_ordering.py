@@ -6,8 +6,10 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.core.store.base import StoreError
 from chatbridge.providers.base import ProviderUnavailable
 from chatbridge.providers.fallback import FallbackProvider
 
@@ -136,13 +138,31 @@ async def test_drain_cancels_replies_that_outlive_the_grace(tmp_path: Path) -> N
     await bot.engine.store.aclose()
 
 
-async def test_a_store_outage_gets_one_sentence_not_silence(tmp_path: Path) -> None:
+async def test_a_store_outage_at_intake_refuses_the_message(tmp_path: Path) -> None:
     bot = await make_testbot(tmp_path)
     await bot.engine.store.aclose()  # every store call now fails with StoreError
-    reply = await bot.say("Hallo")
-    assert (
-        reply == "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
-    )
+    # The inbox cannot take it: accept raises, so the platform does not
+    # acknowledge and delivers it again later; nothing was answered.
+    with pytest.raises(StoreError):
+        await bot.say("Hallo")
+    assert bot.outboxes[-1].messages == []
+    assert bot.provider.prompts == []
+
+
+async def test_a_store_outage_after_intake_gets_one_sentence_not_silence(tmp_path: Path) -> None:
+    bot = await make_testbot(tmp_path)
+    outbox = RecordingOutbox()
+    bot.engine.attach("telegram", lambda message: outbox)
+    conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
+    assert await bot.engine.accept(IncomingMessage(conversation, "Hallo", event_id="7"))
+    await bot.engine.store.aclose()  # the store goes away before the answer starts
+    for _ in range(200):
+        if outbox.messages:
+            break
+        await asyncio.sleep(0.005)
+    assert outbox.texts == [
+        "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
+    ]
     assert bot.provider.prompts == []
 
 
@@ -162,7 +182,7 @@ async def test_cancel_policy_answers_only_the_newest_of_a_burst(tmp_path: Path) 
     ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["m3"]
     assert bot.engine._newest == {}, "cancel bookkeeping must not grow"
-    assert len(bot.engine.locks) == 0
+    assert len(bot.engine._locks) == 0
     await bot.engine.store.aclose()
 
 

@@ -77,5 +77,6 @@ async def test_summary_and_user_limits_follow_settings(tmp_path: Path) -> None:
 async def test_usage_is_counted_per_user_and_day(bot: TestBot) -> None:
     await bot.say("eins")
     await bot.say("zwei")
-    usage = await bot.engine.store.usage(f"telegram:{ALICE}", day=bot.engine.settings.today(bot.clock.now()))
+    day = bot.engine.settings.today(bot.clock.now())
+    usage = await bot.engine.store.usage(f"telegram:{ALICE}", day=day)
     assert (usage.input_tokens, usage.output_tokens) == (20, 10)

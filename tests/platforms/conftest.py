@@ -57,6 +57,11 @@ class StandInEngine:
         task.add_done_callback(self._tasks.discard)
         return True
 
+    async def drain(self) -> None:
+        """Waits for every answer in flight, as `Engine.drain` does at shutdown."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks)
+
     def texts(self) -> list[str]:
         return [m.text for m in self.handled]
 

@@ -50,7 +50,11 @@ async def test_messages_not_for_the_bot_are_ignored(
         ("@bridge_bot, summarise this", "summarise this"),
         ("so @bridge_bot what now", "so what now"),
         ("/help", "/help"),
-        ("/help@bridge_bot", "/help@bridge_bot"),
+        # The adapter normalises commands: the @suffix naming this bot goes,
+        # and /start (sent by clients on first contact) means /help.
+        ("/help@bridge_bot", "/help"),
+        ("/help@Bridge_Bot now", "/help now"),
+        ("/start", "/help"),
         ("🎉 @bridge_bot party", "🎉 party"),  # UTF-16 offsets after an astral char
     ],
 )

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from chatbridge.core.models import ChatKind, IncomingMessage
+from chatbridge.core.ports import PlatformStartFailed
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
 
@@ -22,7 +23,8 @@ async def test_private_message_reaches_engine_and_echo_is_sent(
 
     [message] = engine.handled
     assert message.text == "hello there"
-    assert message.event_id == f"telegram:{update_id}"
+    # The bare update_id: the engine's inbox keys it by platform itself.
+    assert message.event_id == str(update_id)
     assert message.user_name == "User100"
     conv = message.conversation
     assert (conv.platform, conv.chat, conv.user, conv.thread) == ("telegram", "100", "100", "")
@@ -33,13 +35,20 @@ async def test_start_registers_engine_commands_and_deletes_webhook(
     fake: FakeTelegram, launch: Launch
 ) -> None:
     await launch()
+    # The command menu is registered beside receiving, not before it.
+    await fake.wait_for(lambda: bool(fake.commands))
     assert fake.commands == [
         {"command": "help", "description": "Show help"},
         {"command": "new", "description": "Fresh session"},
     ]
-    assert fake.calls_to("deleteWebhook")
+    # What Telegram sees: who am I, no webhook, then long polls for messages only.
+    methods = [c.method for c in fake.calls]
+    assert methods[0] == "getMe"
+    assert methods.index("deleteWebhook") < methods.index("getUpdates")
     await fake.wait_for(lambda: bool(fake.calls_to("getUpdates")))
-    assert fake.calls_to("getUpdates")[0].params["allowed_updates"] == ["message"]
+    first_poll = fake.calls_to("getUpdates")[0].params
+    assert first_poll["allowed_updates"] == ["message"]
+    assert first_poll["timeout"] > 0  # a long poll, not a busy loop
 
 
 async def test_typing_action_is_sent_to_the_chat(fake: FakeTelegram, launch: Launch) -> None:
@@ -52,7 +61,7 @@ async def test_typing_action_is_sent_to_the_chat(fake: FakeTelegram, launch: Lau
 
 async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram) -> None:
     engine = StandInEngine()
-    first = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    first = _platform(fake, engine)
     await first.start()
     ids = [fake.push_text(100, 100, f"m{i}") for i in range(3)]
     await fake.wait_for(lambda: len(engine.handled) == 3)
@@ -60,33 +69,44 @@ async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram)
 
     # Arrive while the bot is down: nothing may be skipped.
     ids += [fake.push_text(200, 200, f"m{i}") for i in range(3, 5)]
-    second = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    second = _platform(fake, engine)
     await second.start()
     try:
         await fake.wait_for(lambda: len(engine.handled) == 5)
         await asyncio.sleep(0.7)  # a long-poll round: a re-delivery would show up now
     finally:
         await second.aclose()
-    assert [m.event_id for m in engine.handled] == [f"telegram:{i}" for i in ids]
+    assert [m.event_id for m in engine.handled] == [str(i) for i in ids]
     assert sorted(fake.served) == ids  # Telegram handed each update out exactly once
 
 
 async def test_updates_fetched_before_stop_are_answered_not_redelivered(
     fake: FakeTelegram,
 ) -> None:
+    release = asyncio.Event()
+
     async def slow(message: IncomingMessage, outbox: Outbox) -> None:
-        await asyncio.sleep(0.3)
+        await release.wait()
         await outbox.send(f"done {message.text}")
 
     engine = StandInEngine(slow)
-    platform = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    platform = _platform(fake, engine)
     await platform.start()
     ids = [fake.push_text(100, 100, f"q{i}") for i in range(3)]
-    await fake.wait_for(lambda: sorted(fake.served) == ids)
-    await platform.aclose()  # answers in flight finish before aclose returns
-    assert fake.bot_texts(100) == ["done q0", "done q1", "done q2"]
+    await fake.wait_for(lambda: len(engine.handled) == 3)
+    # Shutdown as `chatbridge run` does it: stop receiving, drain, close.
+    await platform.stop_receiving()
+    assert not platform.connected
+    assert fake.bot_texts(100) == []  # the answers are still in flight...
+    release.set()
+    await engine.drain()
+    assert fake.bot_texts(100) == ["done q0", "done q1", "done q2"]  # ...and still go out
+    await platform.aclose()
+    # stop_receiving confirmed every accepted update to Telegram.
+    confirm = fake.calls_to("getUpdates")[-1].params
+    assert (confirm["offset"], confirm["timeout"]) == (ids[-1] + 1, 0)
 
-    again = TelegramPlatform(config=telegram_config(fake), engine=engine)
+    again = _platform(fake, engine)
     await again.start()
     await asyncio.sleep(0.7)
     await again.aclose()
@@ -116,8 +136,16 @@ async def test_rejected_token_fails_start_without_leaking_it(fake: FakeTelegram)
     from pydantic import SecretStr
 
     cfg = telegram_config(fake, token=SecretStr("999:WRONG-secret-token"))
-    platform = TelegramPlatform(config=cfg, engine=StandInEngine())
-    with pytest.raises(RuntimeError, match="rejected the bot token") as info:
+    platform = TelegramPlatform(config=cfg, handler=StandInEngine())
+    with pytest.raises(PlatformStartFailed, match="rejected the bot token") as info:
         await platform.start()
     assert "WRONG-secret-token" not in str(info.value)
     await platform.aclose()  # harmless after a failed start
+
+
+def _platform(fake: FakeTelegram, engine: StandInEngine) -> TelegramPlatform:
+    platform = TelegramPlatform(
+        config=telegram_config(fake), handler=engine, commands=engine.commands
+    )
+    engine.attach(platform.name, platform.outbox)
+    return platform

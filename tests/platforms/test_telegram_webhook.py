@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiohttp
 import pytest
 from aiohttp import web
+from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from pydantic import SecretStr
 
@@ -23,14 +25,17 @@ class Served:
     url: str  # where this test's "Telegram" posts updates
 
 
-@pytest.fixture
-async def served(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Served]:
+@contextlib.asynccontextmanager
+async def serve(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Served]:
     """A platform in webhook mode on a server built like the app builds its own."""
     server = web.Application()
     config = telegram_config(
         fake, mode="webhook", webhook_url=PUBLIC_URL, webhook_secret=SecretStr(WEBHOOK_SECRET)
     )
-    platform = TelegramPlatform(config=config, engine=engine, server=server)
+    platform = TelegramPlatform(
+        config=config, handler=engine, commands=engine.commands, server=server
+    )
+    engine.attach(platform.name, platform.outbox)
     runner = web.AppRunner(server)
     await runner.setup()  # freezes the router: the route must already be there
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -42,6 +47,12 @@ async def served(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Ser
         await runner.cleanup()
 
 
+@pytest.fixture
+async def served(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Served]:
+    async with serve(fake, engine) as result:
+        yield result
+
+
 async def test_start_sets_the_webhook_with_its_secret(fake: FakeTelegram, served: Served) -> None:
     await served.platform.start()
     assert fake.webhook == {
@@ -49,8 +60,9 @@ async def test_start_sets_the_webhook_with_its_secret(fake: FakeTelegram, served
         "secret_token": WEBHOOK_SECRET,
         "allowed_updates": ["message"],
     }
-    assert fake.commands
+    await fake.wait_for(lambda: bool(fake.commands))  # registered beside receiving
     assert not fake.calls_to("getUpdates")
+    assert not fake.calls_to("deleteWebhook")
 
 
 async def test_update_with_the_secret_is_answered(
@@ -59,8 +71,9 @@ async def test_update_with_the_secret_is_answered(
     await served.platform.start()
     update = fake.make_update(100, 100, "via webhook")
     assert await fake.post_webhook(served.url, update, secret=WEBHOOK_SECRET) == 200
+    assert engine.texts() == ["via webhook"]  # the 200 came after the inbox took it
     await fake.wait_for(lambda: fake.bot_texts(100) == ["echo: via webhook"])
-    assert engine.handled[0].event_id == f"telegram:{update['update_id']}"
+    assert engine.handled[0].event_id == str(update["update_id"])
 
 
 @pytest.mark.parametrize("secret", [None, "", "wrong", WEBHOOK_SECRET + "x"])
@@ -103,12 +116,60 @@ async def test_body_that_is_not_an_update_is_a_bad_request(served: Served) -> No
     await served.platform.start()
     headers = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
     async with aiohttp.ClientSession() as session:
-        for body in (b"not json", b"[1, 2]", b"{}", b'{"update_id": 1, "message": {}}'):
+        for body in (b"not json", b"[1, 2]", b"{}", b'{"message": {"text": "hi"}}'):
             async with session.post(served.url, data=body, headers=headers) as response:
-                assert response.status == 400
+                assert response.status == 400, body
+
+
+async def test_malformed_update_is_acknowledged_and_dropped(
+    fake: FakeTelegram, engine: StandInEngine, served: Served
+) -> None:
+    # An update Telegram can never deliver in a readable form: a 200, so it is
+    # not retried for ever, and nothing reaches the engine.
+    await served.platform.start()
+    broken = {"update_id": 1, "message": {}}
+    assert await fake.post_webhook(served.url, broken, secret=WEBHOOK_SECRET) == 200
+    marker = fake.make_update(100, 100, "marker")
+    assert await fake.post_webhook(served.url, marker, secret=WEBHOOK_SECRET) == 200
+    await fake.wait_for(lambda: bool(engine.handled))
+    assert engine.texts() == ["marker"]
+
+
+class FailingInbox(StandInEngine):
+    """An engine whose inbox is down: `accept` raises, as with a StoreError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.attempts = 0
+
+    async def accept(self, message: IncomingMessage) -> bool:
+        self.attempts += 1
+        if self.down:
+            raise OSError("store unavailable")
+        return await super().accept(message)
+
+
+async def test_update_the_inbox_could_not_take_is_not_acknowledged(
+    fake: FakeTelegram,
+) -> None:
+    inbox = FailingInbox()
+    async with serve(fake, inbox) as served:
+        await served.platform.start()
+        update = fake.make_update(100, 100, "keep me")
+        # 503: Telegram keeps the update and sends it again later.
+        assert await fake.post_webhook(served.url, update, secret=WEBHOOK_SECRET) == 503
+        assert inbox.attempts == 1 and inbox.handled == []
+        inbox.down = False
+        assert await fake.post_webhook(served.url, update, secret=WEBHOOK_SECRET) == 200
+        await fake.wait_for(lambda: fake.bot_texts(100) == ["echo: keep me"])
 
 
 def test_webhook_mode_requires_a_secret(fake: FakeTelegram) -> None:
-    config = telegram_config(fake, mode="webhook", webhook_url=PUBLIC_URL)
+    # The config refuses it...
+    with pytest.raises(ValueError, match="webhook_secret"):
+        telegram_config(fake, mode="webhook", webhook_url=PUBLIC_URL)
+    # ...and so does the platform, for a section that skipped that check.
+    unchecked = telegram_config(fake, enabled=False, mode="webhook", webhook_url=PUBLIC_URL)
     with pytest.raises(ValueError, match="secret"):
-        TelegramPlatform(config=config, engine=StandInEngine(), server=web.Application())
+        TelegramPlatform(config=unchecked, handler=StandInEngine(), server=web.Application())

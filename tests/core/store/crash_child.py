@@ -22,7 +22,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.store import open_store
-
 from tests.core.store.helpers import exchange, inbox_entry
 
 USER = "telegram:42"

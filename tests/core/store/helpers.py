@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import redis
+
 from chatbridge.core.models import (
     ChatKind,
     Conversation,

@@ -7,10 +7,12 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from chatbridge.core.models import ChatKind
 from chatbridge.core.store import DEDUPE_WINDOW
-
 from tests.core.store.helpers import (
     AnyStore,
     exchange,
@@ -109,6 +111,26 @@ async def test_progress_ignores_unknown_and_done_keys(store: AnyStore) -> None:
     await store.inbox_done("telegram:1")
     await store.inbox_progress("telegram:1", sent=("m1",), answer="late")
     assert [e.key for e in await store.inbox_pending()] == ["telegram:404"]
+
+
+async def test_a_value_of_the_wrong_type_is_refused_before_anything_changes(
+    store: AnyStore,
+) -> None:
+    """An outbox's message handle must become its platform's ID (a str) first."""
+    entry = inbox_entry("telegram:1")
+    await store.inbox_add(entry)
+    handle: Any = object()
+    with pytest.raises(TypeError, match="sent refs must be str"):
+        await store.inbox_progress("telegram:1", sent=(handle,))
+    with pytest.raises(TypeError, match="answer must be a str"):
+        await store.inbox_progress("telegram:1", sent=(), answer=handle)
+    bad = replace(entry, key="telegram:2", message=replace(entry.message, reply_address=handle))
+    with pytest.raises(TypeError, match="reply_address must be a str"):
+        await store.inbox_add(bad)
+    assert await store.inbox_pending() == [entry]
+    await store.inbox_progress("telegram:1", sent=("m1",))  # the store still works
+    assert await store.inbox_pending() == [replace(entry, sent=("m1",))]
+    assert await store.inbox_add(inbox_entry("telegram:2")) is True
 
 
 async def test_done_unknown_or_twice_is_a_no_op(store: AnyStore) -> None:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from chatbridge.core.models import Usage
 
+from chatbridge.core.models import Usage
 from tests.core.store import crash_child
 from tests.core.store.helpers import inbox_entry, opened, snapshot, store_path
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chatbridge.core.models import Session, Turn
 
+from chatbridge.core.models import Session, Turn
 from tests.core.store.helpers import exchange, opened, raw_bytes
 
 SECRET = "ZEBRA-7c1f-parcel-to-Karlstraße-12"

@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from chatbridge.core.models import Exchange, Session, Turn, Usage
 from chatbridge.core.store._codec import user_hash
-
 from tests.core.store.helpers import (
     AnyStore,
     exchange,

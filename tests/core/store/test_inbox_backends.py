@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+
 from chatbridge.core.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
 from chatbridge.core.store import json_file as json_module
-
 from tests.core.store.helpers import (
     REDIS_URL,
     exchange,

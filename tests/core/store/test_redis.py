@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+
 from chatbridge.core.models import Session, Turn, Usage
 from chatbridge.core.store import RedisStore, StoreCorrupt, StoreError, open_store
 from chatbridge.core.store._codec import user_hash
-
 from tests.core.store.helpers import (
     REDIS_URL,
     exchange,

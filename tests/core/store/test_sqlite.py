@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from chatbridge.core.store import SqliteStore, StoreError, open_store
 
+from chatbridge.core.store import SqliteStore, StoreError, open_store
 from tests.core.store.helpers import exchange, store_path
 
 
