@@ -82,6 +82,26 @@ class Engine:
         self._newest: dict[str, int] = {}  # cancel mode: message count per conversation
         self._draining = False
 
+    def reconfigure(
+        self, settings: EngineSettings, *, provider: Provider, access: AccessPolicy
+    ) -> Provider:
+        """Swap in a reloaded config for every message not yet being answered.
+
+        Answers in flight finish with what they started with; returns the
+        previous provider, which the caller closes once the engine is done.
+        """
+        old = self.provider
+        self.settings, self.provider, self.access = settings, provider, access
+        self._answerer = Answerer(
+            settings,
+            store=self.store,
+            provider=provider,
+            clock=self.clock,
+            access=access,
+            metrics=self.metrics,
+        )
+        return old
+
     # -- intake ---------------------------------------------------------------
 
     def attach(self, platform: str, outboxes: OutboxFactory) -> None:

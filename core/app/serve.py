@@ -14,11 +14,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from aiohttp import web
+
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.app.registry import PlatformContext, build_platforms
+from chatbridge.core.app.reload import Reloader
 from chatbridge.core.app.wiring import engine_from_config
 from chatbridge.core.engine import Engine
 from chatbridge.core.metrics import CONTENT_TYPE_LATEST
@@ -74,6 +76,32 @@ def _http_app(engine: Engine, readiness: _Readiness) -> web.Application:
     return app
 
 
+class BackgroundReloads:
+    """Runs one reload at a time off the signal handler; a SIGHUP during a
+    reload queues exactly one more."""
+
+    def __init__(self, reloader: Reloader) -> None:
+        self._reloader = reloader
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+
+    def request(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self._again = False
+            try:
+                await self._reloader.reload()
+            except Exception as exc:  # a reload must never take the bot down
+                log.error("reload failed, the running config stays: %s", exc)
+            if not self._again:
+                return
+
+
 async def _close_quietly(platform: Platform) -> None:
     try:
         await platform.aclose()
@@ -81,10 +109,19 @@ async def _close_quietly(platform: Platform) -> None:
         log.warning("%s did not close cleanly: %s", platform.name, exc)
 
 
-async def serve(config: ChatbridgeConfig, *, environ: Mapping[str, str], say: Say) -> int:
+async def serve(
+    config: ChatbridgeConfig,
+    *,
+    environ: Mapping[str, str],
+    say: Say,
+    reload: Callable[[], ChatbridgeConfig] | None = None,
+    on_secrets: Callable[[Iterable[str]], None] | None = None,
+) -> int:
     """Returns the process exit code; 0 after a clean signal-driven shutdown.
 
     `say` prints a start-up failure as one sentence (masked) on stderr.
+    `reload` re-reads the config file (SIGHUP); `on_secrets` learns the
+    secrets of a reloaded config so logs keep masking them.
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -94,6 +131,18 @@ async def serve(config: ChatbridgeConfig, *, environ: Mapping[str, str], say: Sa
         engine, choice = await stack.enter_async_context(
             engine_from_config(config, environ=environ)
         )
+        if reload is not None:
+            reloader = Reloader(
+                engine=engine,
+                current=config,
+                load=reload,
+                environ=environ,
+                stack=stack,
+                on_secrets=on_secrets,
+            )
+            reloads = BackgroundReloads(reloader)
+            loop.add_signal_handler(signal.SIGHUP, reloads.request)
+            stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         readiness = _Readiness(engine)
         server = _http_app(engine, readiness)
         context = PlatformContext(handler=engine, commands=engine.commands, server=server)
