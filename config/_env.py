@@ -4,6 +4,9 @@ Secrets belong in the environment, not in a file that ends up in backups, so any
 string may reference a variable. A missing variable only matters where it is
 used: a disabled platform or an unreferenced provider entry may name variables
 that are not set on this machine.
+
+`${NAME}` with NAME unset or empty reads the file named by `$NAME_FILE` when
+that is set (the Docker secrets convention); both set is an error.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ._errors import Loc
 from ._providers import RESERVED_PROVIDER_KEYS
+from ._secret_files import FILE_SUFFIX, SecretFileError, read_secret_file
 
-__all__ = ["ENV_DEFAULTS", "Substitution", "merge_defaults", "substitute"]
+__all__ = ["ENV_DEFAULTS", "Substitution", "is_active", "merge_defaults", "substitute"]
 
 _Found = list[tuple[Loc, str]]
 
@@ -56,9 +61,7 @@ def substitute(data: Any, environ: Mapping[str, str]) -> Substitution:
     syntax: _Found = []
     result = _walk(data, (), environ, missing, syntax)
     problems = list(syntax)
-    for loc, name in missing:
-        if _is_active(result, loc):
-            problems.append((loc, f"environment variable {name} is not set"))
+    problems += [(loc, message) for loc, message in missing if is_active(result, loc)]
     return Substitution(result, problems)
 
 
@@ -82,7 +85,11 @@ def _walk(value: Any, loc: Loc, environ: Mapping[str, str], missing: _Found, syn
 def _expand(
     text: str, loc: Loc, environ: Mapping[str, str], missing: _Found, syntax: _Found
 ) -> Any:
-    """Shell semantics for `:-`: the default applies when the variable is unset or empty."""
+    """Shell semantics for `:-`: the default applies when the variable is unset or empty.
+
+    `missing` collects (loc, message) for values that cannot be formed; they
+    count only where the value is used (`is_active`).
+    """
     absent = False
 
     def replace(match: re.Match[str]) -> str:
@@ -94,11 +101,20 @@ def _expand(
             syntax.append((loc, "malformed ${...}: use ${NAME} or ${NAME:-default} ($$ for '$')"))
             return whole
         found = environ.get(name, "")
-        if found:
+        file_name = environ.get(name + "_FILE", "").strip()
+        problem = None
+        if found and file_name:
+            problem = f"environment variables {name} and {name}_FILE are both set; use one"
+        elif found:
             return found
-        if default is not None:
+        elif file_name:
+            try:
+                return read_secret_file(Path(file_name).expanduser())
+            except SecretFileError as exc:
+                problem = f"{name}_FILE: {exc}"
+        elif default is not None:
             return default
-        missing.append((loc, name))
+        missing.append((loc, problem or f"environment variable {name} is not set"))
         absent = True
         return ""
 
@@ -106,8 +122,8 @@ def _expand(
     return _MISSING if absent else expanded
 
 
-def _is_active(data: Any, loc: Loc) -> bool:
-    """Whether a missing variable at `loc` must be reported (see module docstring)."""
+def is_active(data: Any, loc: Loc) -> bool:
+    """Whether a value missing at `loc` must be reported (see module docstring)."""
     if len(loc) >= 3 and loc[0] == "platforms":
         if loc[2] == "enabled":
             return True
@@ -148,7 +164,8 @@ def merge_defaults(data: Any, defaults: Mapping[str, Any]) -> Any:
     out = dict(data)
     for key, default in defaults.items():
         if key not in out:
-            out[key] = default
+            if key + FILE_SUFFIX not in out:  # `token_file:` replaces the default `token:`
+                out[key] = default
         elif isinstance(default, Mapping):
             out[key] = merge_defaults(out[key], default)
     return out

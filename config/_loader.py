@@ -2,26 +2,42 @@
 
 The loader never reads `os.environ` itself: callers pass the environment, so
 tests stay hermetic and the CLI decides what the process may see.
+
+Steps: size check, YAML (bounded, see `_yaml`), nulls pruned, env defaults
+merged, sections outside `only` dropped, `<field>_file` clashes, `${VAR}`
+substitution, secret files read, pydantic validation. Every step adds issues
+instead of stopping, so the admin sees all problems at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from ._env import ENV_DEFAULTS, merge_defaults, substitute
+from ._env import ENV_DEFAULTS, is_active, merge_defaults, substitute
 from ._errors import ConfigError, ConfigIssue, Loc, format_loc
 from ._issues import issues_from_validation, line_for
-from ._models import ChatbridgeConfig
+from ._models import BASE_DIR, ChatbridgeConfig
 from ._schema import prune_nulls
+from ._secret_files import FILE_SUFFIX, read_file_keys, split_file_keys
 from ._yaml import parse_yaml
 
-__all__ = ["DEFAULT_FILENAME", "ENV_VAR", "load_config", "load_config_text", "resolve_config_path"]
+__all__ = [
+    "DEFAULT_FILENAME",
+    "ENV_VAR",
+    "MAX_FILE_BYTES",
+    "load_config",
+    "load_config_text",
+    "resolve_config_path",
+]
 
 DEFAULT_FILENAME = "chatbridge.yaml"
 ENV_VAR = "CHATBRIDGE_CONFIG"
+MAX_FILE_BYTES = 1024 * 1024
+"""Config files are a few KiB; a bigger one is a mistake (or an attack), refused unread."""
 _DEFAULTS_SOURCE = "<defaults>"
 
 
@@ -41,12 +57,25 @@ def resolve_config_path(
     return candidate if candidate.is_file() else None
 
 
-def load_config(path: Path | None, environ: Mapping[str, str]) -> ChatbridgeConfig:
-    """Load and validate `path`, or the built-in defaults when it is None."""
+def load_config(
+    path: Path | None, environ: Mapping[str, str], *, only: Collection[str] | None = None
+) -> ChatbridgeConfig:
+    """Load and validate `path`, or the built-in defaults when it is None.
+
+    Relative paths in the file (`memory.path`, `<field>_file`) are resolved
+    against the file's directory. `only` names the top-level sections to
+    validate (e.g. `("memory", "identities", "access")` for the admin
+    commands): the others keep their defaults and their `${VAR}`s are not
+    read, but unknown top-level keys are still errors.
+    """
     if path is None:
-        return load_config_text("", source=_DEFAULTS_SOURCE, environ=environ)
+        return load_config_text("", source=_DEFAULTS_SOURCE, environ=environ, only=only)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise _file_error(path, "larger than 1 MiB; a config file is a few KiB")
+        text = raw.decode("utf-8-sig")
     except FileNotFoundError:
         raise _file_error(path, "no such file") from None
     except IsADirectoryError:
@@ -56,14 +85,31 @@ def load_config(path: Path | None, environ: Mapping[str, str]) -> ChatbridgeConf
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte {exc.start})"
         raise _file_error(path, message) from None
-    return load_config_text(text, source=str(path), environ=environ)
+    except OSError as exc:
+        raise _file_error(path, (exc.strerror or "cannot be read").lower()) from None
+    base_dir = path.absolute().parent
+    return load_config_text(text, source=str(path), environ=environ, base_dir=base_dir, only=only)
 
 
-def load_config_text(text: str, *, source: str, environ: Mapping[str, str]) -> ChatbridgeConfig:
+def load_config_text(
+    text: str,
+    *,
+    source: str,
+    environ: Mapping[str, str],
+    base_dir: Path | None = None,
+    only: Collection[str] | None = None,
+) -> ChatbridgeConfig:
     """Validate YAML text; `source` is the file name used in messages.
 
-    Raises `ConfigError` listing every problem found, sorted by line.
+    `base_dir` anchors relative paths (None: the working directory); `only`
+    as for `load_config`. Raises `ConfigError` listing every problem found,
+    sorted by line.
     """
+    unknown = set(only or ()) - set(ChatbridgeConfig.model_fields)
+    if unknown:
+        raise ValueError(f"only= names unknown sections: {', '.join(sorted(unknown))}")
+    if len(text) > MAX_FILE_BYTES:
+        raise _file_error(Path(source), "larger than 1 MiB; a config file is a few KiB")
     parsed = parse_yaml(text)
     issues = [
         ConfigIssue(file=source, line=line, path=path, message=msg)
@@ -73,27 +119,45 @@ def load_config_text(text: str, *, source: str, environ: Mapping[str, str]) -> C
         raise ConfigError(issues)  # unparseable: nothing left to validate
     data = {} if parsed.data is None else parsed.data
     if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"{type(data).__name__} {data!r}"
+        # Only the type: a file holding nothing but a pasted token must not echo it.
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
         sections = ", ".join(ChatbridgeConfig.model_fields)
         message = f"the top level must be a mapping of sections ({sections}), got {kind}"
         top = ConfigIssue(file=source, line=line_for(parsed.lines, ()), path="", message=message)
         raise ConfigError([*issues, top])
 
-    data = merge_defaults(prune_nulls(data), ENV_DEFAULTS)
+    data = _sections(merge_defaults(prune_nulls(data), ENV_DEFAULTS), only)
+    problems = split_file_keys(data)
     expanded = substitute(data, environ)
+    problems += expanded.problems
+    problems += [
+        (loc, message)
+        for loc, message in read_file_keys(expanded.data, base_dir=base_dir)
+        if is_active(expanded.data, loc)
+    ]
     skip: set[Loc] = set()
-    for loc, message in expanded.problems:
+    for loc, message in problems:
         line = line_for(parsed.lines, loc)
         issues.append(ConfigIssue(file=source, line=line, path=format_loc(loc), message=message))
-        skip.add(loc)
+        # The field a `_file` key stands for is not reported again ("required").
+        skip.update({loc, (*loc[:-1], str(loc[-1]).removesuffix(FILE_SUFFIX))} if loc else {loc})
     config: ChatbridgeConfig | None = None
+    context = {BASE_DIR: base_dir} if base_dir is not None else None
     try:
-        config = ChatbridgeConfig.model_validate(expanded.data)
+        config = ChatbridgeConfig.model_validate(expanded.data, context=context)
     except ValidationError as exc:
         issues += issues_from_validation(exc, source=source, lines=parsed.lines, skip=skip)
     if issues or config is None:
         raise ConfigError(sorted(issues, key=lambda issue: issue.line or 0))
     return config
+
+
+def _sections(data: dict[str, Any], only: Collection[str] | None) -> dict[str, Any]:
+    """Drop the known sections not in `only`; unknown keys stay, to be reported."""
+    if only is None:
+        return data
+    known = ChatbridgeConfig.model_fields
+    return {key: value for key, value in data.items() if key in only or key not in known}
 
 
 def _file_error(path: Path, message: str) -> ConfigError:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import zoneinfo
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ._base import Section
-from ._duration import Duration
+from ._duration import Duration, LongDuration
 from ._errors import Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
 from ._platforms import PlatformsConfig
@@ -16,6 +17,7 @@ from ._providers import ProvidersConfig, did_you_mean
 from ._urls import url_is_usable
 
 __all__ = [
+    "BASE_DIR",
     "AccessConfig",
     "BotConfig",
     "ChatbridgeConfig",
@@ -23,6 +25,15 @@ __all__ = [
     "MemoryConfig",
     "ServerConfig",
 ]
+
+
+BASE_DIR = "base_dir"
+"""Validation-context key: the config file's directory, for relative paths in it."""
+
+MAX_ENTRIES = 10_000
+"""Bound on ring sizes and counts: far above any real use, far below any overflow."""
+MAX_CHARS = 100_000
+"""Bound on stored text lengths."""
 
 
 class BotConfig(Section):
@@ -56,7 +67,7 @@ class EngineConfig(Section):
 
     session_ttl: Duration = 1800.0
     """Idle time after which the next message starts a fresh LLM session."""
-    session_max_turns: int = Field(default=40, ge=2)
+    session_max_turns: int = Field(default=40, ge=2, le=MAX_ENTRIES)
     """Older turns drop out of the live session, bounding prompt size and cost."""
     on_new_message: Literal["queue", "cancel"] = "queue"
     """`cancel`: a newer message in the same conversation cancels the reply in flight."""
@@ -65,6 +76,8 @@ class EngineConfig(Section):
     redeliver_within: Duration = 900.0
     """A message still unanswered this long after it arrived (the bot was down)
     gets a short notice after the restart instead of a late answer."""
+    max_message_chars: int = Field(default=8000, ge=200, le=200_000)
+    """Longer messages are cut before the provider, with a note in the prompt."""
 
 
 class MemoryConfig(Section):
@@ -73,19 +86,32 @@ class MemoryConfig(Section):
     backend: Literal["sqlite", "redis", "json"] = "sqlite"
     """Where the ring is stored; `redis` lets several bot processes share it."""
     path: str = "data/chatbridge.db"
-    """SQLite database file, or the JSON file for `json`."""
+    """SQLite database file, or the JSON file for `json`. A relative path written in
+    a config file is relative to that file's directory; the default (not set in
+    the file, or no file at all) is relative to the working directory."""
     url: str = "redis://127.0.0.1:6379/0"
     """Redis URL, used only by the `redis` backend."""
-    max_entries: int = Field(default=20, ge=1)
+    max_entries: int = Field(default=20, ge=1, le=MAX_ENTRIES)
     """Entries kept per person; older ones are forgotten."""
-    max_age: Duration = 86400.0
-    """Entries older than this are forgotten regardless of count."""
-    user_chars: int = Field(default=500, ge=20)
+    max_age: LongDuration = 86400.0
+    """Entries older than this are forgotten regardless of count (at most 365d)."""
+    user_chars: int = Field(default=500, ge=20, le=MAX_CHARS)
     """Stored length of each user message; bounds storage and injected prompt size."""
-    summary_chars: int = Field(default=300, ge=20)
+    summary_chars: int = Field(default=300, ge=20, le=MAX_CHARS)
     """Stored length of each reply summary."""
-    inject_entries: int = Field(default=5, ge=0)
+    inject_entries: int = Field(default=5, ge=0, le=MAX_ENTRIES)
     """Entries injected into a new session's prompt; 0 disables injection."""
+
+    @field_validator("path")
+    @classmethod
+    def _relative_to_the_file(cls, value: str, info: ValidationInfo) -> str:
+        """Resolve against the file's directory, so the store does not depend on
+        where the command runs (`memory forget` from elsewhere must find it)."""
+        base = (info.context or {}).get(BASE_DIR)
+        if not value.strip() or base is None:
+            return value
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else Path(base) / path)
 
     @model_validator(mode="after")
     def _check(self) -> MemoryConfig:

@@ -7,9 +7,9 @@ demands a token the admin has no reason to have.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from ._base import OptionalSecret, Section
 from ._duration import Duration
@@ -18,6 +18,9 @@ from ._errors import Loc, raise_if
 __all__ = ["DiscordConfig", "PlatformsConfig", "SlackConfig", "TelegramConfig"]
 
 _TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+MAX_SHARDS = 65_536
+"""Far above any Discord bot's shard count; bounds the numbers before they are used."""
+_ShardId = Annotated[int, Field(ge=0, lt=MAX_SHARDS)]
 
 
 class TelegramConfig(Section):
@@ -80,9 +83,9 @@ class DiscordConfig(Section):
     """Minimum gap between streamed edits of one message; Discord rate-limits edits."""
     thread_per_mention: bool = False
     """Answer a mention in a channel in a new thread (needs Create Public Threads)."""
-    shard_count: int | None = None
+    shard_count: int | None = Field(default=None, le=MAX_SHARDS)
     """Total shards across all replicas; unset runs one unsharded connection."""
-    shard_ids: tuple[int, ...] | None = None
+    shard_ids: tuple[_ShardId, ...] | None = None
     """The shards this process runs (each below `shard_count`); unset: all of them."""
 
     @model_validator(mode="after")

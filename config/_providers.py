@@ -35,11 +35,12 @@ class ProviderConfig(Section):
     """API key; optional so local OpenAI-compatible servers work without one."""
     base_url: OptionalStr = None
     """Endpoint root; unset or "" means the SDK's default (which also honours its env vars)."""
-    timeout: Duration = Field(default=60.0, gt=0)
-    """Per-request timeout, so a hung endpoint fails over instead of stalling a chat."""
-    max_retries: int = Field(default=2, ge=0)
+    timeout: Duration = Field(default=60.0, gt=0, le=3600)
+    """Per-request timeout (at most 1h), so a hung endpoint fails over instead of
+    stalling a chat."""
+    max_retries: int = Field(default=2, ge=0, le=100)
     """Retries the SDK makes itself before we move on to the fallback chain."""
-    max_tokens: int = Field(default=1024, ge=1)
+    max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
     """Upper bound on one reply's length; bounds cost and chat message size."""
 
     @model_validator(mode="before")

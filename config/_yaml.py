@@ -3,6 +3,11 @@
 `yaml.safe_load` throws positions away, so we compose the node graph ourselves
 and build the data while recording where each key path starts. Duplicate keys,
 which PyYAML silently resolves to the last one, are reported instead.
+
+Any input costs bounded time and memory: nesting deeper than `MAX_DEPTH`, more
+than `MAX_ALIASES` alias uses and aliases that expand to more than
+`MAX_EXPANSION` values ("billion laughs") each stop parsing with one problem,
+before Python's recursion limit or the machine's memory is reached.
 """
 
 from __future__ import annotations
@@ -11,13 +16,58 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import SafeConstructor
 
 from ._errors import Loc, format_loc
 
-__all__ = ["ParsedYaml", "parse_yaml"]
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_EXPANSION", "ParsedYaml", "parse_yaml"]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+MAX_DEPTH = 50
+"""Deepest nesting of mappings and lists; the schema itself is four levels deep."""
+MAX_ALIASES = 100
+"""Alias uses (`*name`) per file; a config needs a handful for `<<: *base` merges."""
+MAX_EXPANSION = 10_000
+"""Values built through aliases in total; bounds what 100 aliases can multiply to."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses deep nesting and too many aliases.
+
+    PyYAML's composer recurses once per level, so the depth check must run
+    here, before the recursion, not on the finished node graph.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, f"more than {MAX_ALIASES} aliases", mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
+
+
+class _Refused(Exception):
+    """Building stopped: the data would be too large or too deep (one problem, no data)."""
+
+    def __init__(self, node: yaml.Node, loc: Loc, message: str) -> None:
+        super().__init__(message)
+        self.node, self.loc, self.message = node, loc, message
 
 
 @dataclass
@@ -33,7 +83,7 @@ def parse_yaml(text: str) -> ParsedYaml:
     """Parse one YAML document; syntax errors land in `problems` with path `yaml`."""
     result = ParsedYaml()
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_BoundedLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -41,7 +91,13 @@ def parse_yaml(text: str) -> ParsedYaml:
         return result
     if root is not None:
         result.lines[()] = root.start_mark.line + 1
-        result.data = _Builder(result).build(root, ())
+        try:
+            result.data = _Builder(result).build(root, ())
+        except _Refused as refused:
+            result.data = None
+            line = refused.node.start_mark.line + 1
+            where = format_loc(refused.loc[:2]) or "yaml"  # the top of a 50-deep path is enough
+            result.problems[:] = [(line, where, refused.message)]
     return result
 
 
@@ -52,11 +108,27 @@ class _Builder:
         self._result = result
         self._constructor = SafeConstructor()
         self._active: set[int] = set()
+        self._seen: set[int] = set()
+        self._depth = 0
+        self._reused = 0  # > 0 while building a node a second time (through an alias)
+        self._expanded = 0
 
     def build(self, node: yaml.Node, loc: Loc) -> Any:
         if id(node) in self._active:
             self._problem(node, loc, "recursive alias")
             return None
+        reuse = id(node) in self._seen
+        self._seen.add(id(node))
+        self._reused += reuse
+        if self._reused:
+            self._expanded += 1
+            if self._expanded > MAX_EXPANSION:
+                message = f"aliases expand to more than {MAX_EXPANSION} values"
+                raise _Refused(node, loc, message)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            # Aliases can stack shallow nodes into a deep tree.
+            raise _Refused(node, loc, f"nested deeper than {MAX_DEPTH} levels")
         self._active.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -66,6 +138,8 @@ class _Builder:
             return self._scalar(node, loc)
         finally:
             self._active.discard(id(node))
+            self._depth -= 1
+            self._reused -= reuse
 
     def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -115,6 +189,10 @@ class _Builder:
             return self._constructor.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             self._problem(node, loc, getattr(exc, "problem", None) or str(exc))
+            return None
+        except ValueError:
+            # int() refuses numbers over 4300 digits; dates like 2024-13-45 fail too.
+            self._problem(node, loc, "cannot read this value (a number too long, or a bad date)")
             return None
 
     def _problem(self, node: yaml.Node, loc: Loc, message: str) -> None:

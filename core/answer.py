@@ -58,8 +58,13 @@ class Answerer:
         self._access = access
         self._metrics = metrics
 
-    async def answer(self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool]) -> str:
-        """Returns the outcome; `cut()` tells a shutdown from other cancels."""
+    async def answer(
+        self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
+    ) -> str:
+        """Returns the outcome; `cut()` tells a shutdown from other cancels.
+
+        `fence` is the conversation lease's ticket, checked by the commit: raises
+        `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         session, content = await self._open_turn(entry, now)
 
@@ -103,7 +108,9 @@ class Answerer:
         self._metrics.tokens.labels(direction="output").inc(usage.output_tokens)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
-        stored = await asyncio.shield(self._remember(entry, session, content, answer, usage, now))
+        stored = await asyncio.shield(
+            self._remember(entry, session, content, answer, usage, now, fence=fence)
+        )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
         return "answered"
@@ -149,16 +156,36 @@ class Answerer:
         return usage
 
     async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
-        log.warning("no answer: %s", exc)
+        """Log the failure in one line and tell the user in one sentence.
+
+        A misconfigured provider (bad key, unknown model, rejected request) is
+        an ERROR naming the config key to fix, and the user hears that the admin
+        must fix it; anything else is a WARNING and "try again". No traceback:
+        the provider's message already says what happened, without secrets.
+        """
         settings = self._settings
+        needs_admin = self._needs_admin(exc)
+        if needs_admin:
+            log.error("no answer, the provider config needs fixing: %s", exc)
+        else:
+            log.warning("no answer: %s", exc)
         try:
             if reply.text.strip():
                 notice = settings.say("interrupted", providers=exc.provider or self._provider.name)
                 await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
             else:
-                await reply.finish(settings.say("all_failed", providers=self._provider.label))
+                key = "misconfigured" if needs_admin else "all_failed"
+                await reply.finish(settings.say(key, providers=self._provider.label))
         except DeliveryError as delivery_exc:
             log.warning("failure notice not delivered: %s", delivery_exc)
+
+    @staticmethod
+    def _needs_admin(exc: ProviderError) -> bool:
+        """Whether only a config change can help (`ProviderMisconfigured`)."""
+        # TODO(owner of this module): move up to the `core.ports` import.
+        from chatbridge.core.ports.provider import ProviderMisconfigured
+
+        return isinstance(exc, ProviderMisconfigured)
 
     async def _remember(
         self,
@@ -168,8 +195,15 @@ class Answerer:
         answer: str,
         usage: Usage,
         now: float,
+        *,
+        fence: int = 0,
     ) -> bool:
-        """Commit the exchange and mark the entry done; False if the store failed."""
+        """Commit the exchange and mark the entry done; False if the store failed.
+
+        Raises `LeaseLost` (nothing written, the entry left pending) when
+        another replica took the conversation over."""
+        from chatbridge.core.store.base import LeaseLost  # (kept local to this method)
+
         conversation = entry.message.conversation
         settings = self._settings
         updated = append_turns(
@@ -187,10 +221,19 @@ class Answerer:
             scope=scope_of(conversation),
         )
         exchange = Exchange(
-            updated.user, updated, ring_entry, usage, settings.today(now), inbox_key=entry.key
+            updated.user,
+            updated,
+            ring_entry,
+            usage,
+            settings.today(now),
+            inbox_key=entry.key,
+            fence=fence,
+            fence_key=conversation.key,
         )
         try:
             await self._store.commit_exchange(exchange)
+        except LeaseLost:
+            raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)
             with contextlib.suppress(StoreError):

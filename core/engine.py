@@ -6,6 +6,14 @@ one store commit that also marks the inbox entry done. The engine knows no
 platform and no SDK: answers go to the `Outbox` a platform builds for a
 message (`attach`), so a message received before a restart can be answered
 after it (`resume`).
+
+Replicas: with leases shared by several processes (`ConversationLeases` in
+Redis, see `core.store._redis_lease`) every replica sees the whole inbox. The
+holder of a conversation's lease re-checks that its entry is still pending
+and that no older entry of the conversation is, so a message is answered
+once and in order wherever it arrived; a periodic sweep (`start_sweeping`)
+picks up what a dead replica left, and the commit's fence stops a holder
+whose lease expired from writing (`LeaseLost`).
 """
 
 from __future__ import annotations
@@ -16,8 +24,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from chatbridge.core.access import AccessPolicy
@@ -27,10 +34,10 @@ from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
-from chatbridge.core.ordering import KeyedLocks
+from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
 from chatbridge.core.ports import Outbox, Provider
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import Store, StoreError
+from chatbridge.core.store.base import LeaseLost, Store, StoreError
 from chatbridge.core.texts import COMMANDS
 
 __all__ = ["Engine", "EngineSettings", "NotAccepting"]
@@ -38,6 +45,9 @@ __all__ = ["Engine", "EngineSettings", "NotAccepting"]
 log = logging.getLogger(__name__)
 
 OutboxFactory = Callable[[IncomingMessage], Outbox]
+
+DEFAULT_LEASE_TTL = 30.0
+_RETRY_OLDER = 0.1  # s between looks while an older message of the conversation is pending
 
 
 class NotAccepting(Exception):
@@ -56,7 +66,13 @@ class Engine:
         access: AccessPolicy | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        leases: ConversationLeases | None = None,
+        notices: CancelNotices | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
+        """`leases` shared with other replicas (Redis) make this a replica:
+        `resume` then also starts the sweep every `lease_ttl` seconds, which
+        must be the leases' ttl. Without them ordering is in-process."""
         self.settings = settings
         self.store = store
         self.provider = provider
@@ -64,7 +80,14 @@ class Engine:
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.commands: tuple[tuple[str, str], ...] = COMMANDS
-        self._locks = KeyedLocks()
+        self._replicated = leases is not None
+        self._locks = KeyedLocks()  # the in-process leases, unless shared ones were given
+        self._leases: ConversationLeases = leases if leases is not None else self._locks
+        self._notices: CancelNotices = notices if notices is not None else LocalNotices()
+        self._lease_ttl = lease_ttl
+        self._background: set[asyncio.Task[None]] = set()
+        self._superseded: dict[str, float] = {}  # cancel mode: newest received_at elsewhere
+        self._inflight_at: dict[str, float] = {}  # received_at of the reply in self._inflight
         self._answerer = Answerer(
             settings,
             store=store,
@@ -126,6 +149,9 @@ class Engine:
             self.metrics.count(message.conversation.platform, "duplicate")
             return False
         self._schedule(entry)
+        if self.settings.cancel_on_new_message and parse_command(message.text) is None:
+            conversation = message.conversation.key
+            await self._notices.publish(conversation, received_at=entry.received_at)
         return True
 
     async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
@@ -157,7 +183,51 @@ class Engine:
                 log.info("answering %s left from before the restart", entry.key)
                 self._schedule(entry)
                 count += 1
+        if self._replicated and not self._background:
+            self.start_sweeping(self._lease_ttl)
         return count
+
+    def start_sweeping(self, interval: float) -> None:
+        """Every `interval` s, schedule pending entries older than the lease ttl
+        that are not scheduled here (a dead replica's), and listen for other
+        replicas' cancel notices; both stop in `drain`."""
+        for work in (self._sweep(interval), self._listen()):
+            task = asyncio.create_task(work)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _sweep(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep()
+            except StoreError as exc:
+                log.warning("inbox sweep failed: %s", exc)
+
+    async def sweep(self) -> int:
+        """One sweep (see `start_sweeping`); returns how many were scheduled."""
+        now, count = self.clock.now(), 0
+        for entry in await self.store.inbox_pending():
+            stale = now - entry.received_at > self._lease_ttl
+            platform = entry.message.conversation.platform
+            if stale and entry.key not in self._scheduled and platform in self._outboxes:
+                log.info("answering %s, which another replica left", entry.key)
+                self._schedule(entry)
+                count += 1
+        old = now - self.settings.redeliver_within
+        self._superseded = {k: at for k, at in self._superseded.items() if at > old}
+        return count
+
+    async def _listen(self) -> None:
+        async with self._notices.listen(self._on_notice):
+            await asyncio.Event().wait()  # until drain cancels it
+
+    def _on_notice(self, key: str, received_at: float) -> None:
+        """Another replica accepted a newer message for `key`: older ones here
+        are dropped (queued) or cancelled (in flight)."""
+        self._superseded[key] = max(received_at, self._superseded.get(key, received_at))
+        if self._inflight_at.get(key, received_at) < received_at:
+            self.cancel(key)
 
     def _inbox_key(self, message: IncomingMessage) -> str:
         platform = message.conversation.platform
@@ -238,7 +308,9 @@ class Engine:
             await self.store.inbox_done(entry.key)
             return "late"
         outcome = await self._run_exclusive(
-            conversation.key, ticket, lambda: self._answerer.answer(entry, outbox, self._cut)
+            entry,
+            ticket,
+            lambda fence: self._answerer.answer(entry, outbox, self._cut, fence=fence),
         )
         if outcome == "cancelled":
             await self.store.inbox_done(entry.key)
@@ -261,9 +333,11 @@ class Engine:
 
     # -- ordering, cancelling, draining ----------------------------------------
 
-    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
         """Wait for a conversation's turn (`ConversationControl`)."""
-        return self._locks.hold(key)
+        async with self._leases.hold(key):
+            yield
 
     def cancel(self, key: str) -> None:
         """Stop the reply in flight for a conversation (its HTTP stream closes)."""
@@ -275,6 +349,10 @@ class Engine:
         """Stop accepting; let answers in flight (and queued ones) finish for up
         to `grace` s, then cut the rest: they stay in the inbox for the restart."""
         self._draining = True
+        for task in list(self._background):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         tasks = [t for t in self._tasks if not t.done()]
         if not tasks:
             return
@@ -285,31 +363,75 @@ class Engine:
             await asyncio.wait(pending, timeout=2.0)
 
     async def _run_exclusive(
-        self, key: str, ticket: int, work: Callable[[], Coroutine[Any, Any, str]]
+        self, entry: InboxEntry, ticket: int, work: Callable[[int], Coroutine[Any, Any, str]]
     ) -> str:
-        """Run `work()` once this conversation's earlier messages are done.
+        """Run `work(fence)` once this conversation's earlier messages are done.
 
         In cancel mode a message that was overtaken while it waited for the
-        lock is dropped (only the newest of a burst is answered).
+        lock is dropped (only the newest of a burst is answered). With shared
+        leases an entry another replica finished meanwhile is a "duplicate",
+        and one with an older entry of its conversation still pending waits
+        for that one (outside the lease, so its holder can take it).
         """
-        async with self._locks.hold(key):
-            if ticket and self._newest.get(key, 0) != ticket:
-                return "cancelled"
-            task = asyncio.create_task(work())
-            self._inflight[key] = task
-            try:
-                return await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if self._draining or (current is not None and current.cancelling()):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-                    raise
-                log.info("reply in %s cancelled", key)  # superseded or /new
-                return "cancelled"
-            finally:
-                if self._inflight.get(key) is task:
-                    del self._inflight[key]
-                if ticket and self._newest.get(key) == ticket and self._locks.users(key) == 1:
-                    self._newest.pop(key, None)
+        key = entry.message.conversation.key
+        while True:
+            async with self._leases.hold(key) as lease:
+                if self._overtaken(entry, ticket):
+                    return "cancelled"
+                if self._replicated and not await self.store.inbox_is_pending(entry.key):
+                    return "duplicate"
+                if not (self._replicated and await self._older_pending(entry)):
+                    return await self._run_held(entry, ticket, lease.fence, work)
+            await asyncio.sleep(_RETRY_OLDER)
+
+    def _overtaken(self, entry: InboxEntry, ticket: int) -> bool:
+        key = entry.message.conversation.key
+        if not ticket:
+            return False
+        return self._newest.get(key, 0) != ticket or entry.received_at < self._superseded.get(
+            key, entry.received_at
+        )
+
+    async def _older_pending(self, entry: InboxEntry) -> bool:
+        """True when an older entry of the conversation is pending (and young
+        enough that a replica, or the sweep, is on it)."""
+        key = entry.message.conversation.key
+        oldest = self.clock.now() - 2 * self._lease_ttl - self.settings.redeliver_within
+        for other in await self.store.inbox_pending():
+            if other.key == entry.key:
+                return False
+            if other.message.conversation.key == key and other.received_at > oldest:
+                return True
+        return False
+
+    async def _run_held(
+        self,
+        entry: InboxEntry,
+        ticket: int,
+        fence: int,
+        work: Callable[[int], Coroutine[Any, Any, str]],
+    ) -> str:
+        key = entry.message.conversation.key
+        task = asyncio.create_task(work(fence))
+        self._inflight[key], self._inflight_at[key] = task, entry.received_at
+        try:
+            return await task
+        except LeaseLost as exc:
+            # Like a lost race: the new holder finishes the entry (it stays pending).
+            log.warning("%s", exc)
+            return "duplicate"
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._draining or (current is not None and current.cancelling()):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise
+            log.info("reply in %s cancelled", key)  # superseded or /new
+            return "cancelled"
+        finally:
+            if self._inflight.get(key) is task:
+                del self._inflight[key]
+                self._inflight_at.pop(key, None)
+            if ticket and self._newest.get(key) == ticket and self._leases.users(key) == 1:
+                self._newest.pop(key, None)

@@ -13,9 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from chatbridge.core.incoming import skeleton
 from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
 
 __all__ = [
+    "JOINED_LINE",
     "HistoryTexts",
     "build_bridge",
     "cut_summary",
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 ELLIPSIS = "…"
-_TAG = re.compile(r"<\s*(/?)\s*conversation_history\s*>", re.IGNORECASE)
+JOINED_LINE = " \u23ce "  # " ⏎ ": where `neutralise` joined a forged line to the one before
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +72,128 @@ HISTORY_TEXTS = {
 }
 
 
-def neutralise(text: str) -> str:
-    """Make `<conversation_history>` tags in untrusted text inert.
+# -- what `neutralise` matches (against the skeleton: folded, lower case) -------
 
-    A user who writes `</conversation_history>` must not be able to close the
-    block early and forge what follows, so the angle brackets of any such tag
-    (any case, any spacing) become look-alike guillemets.
+_LINE_BREAK = re.compile("\r\n|[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_LEET = {"a": "a4@", "e": "e3", "i": "i1l|!", "o": "o0", "s": "s5$", "t": "t7+"}
+
+
+def _spelled(word: str, between: str = "") -> str:
+    """A pattern for `word` in the skeleton, digits and signs for letters too."""
+    letters = []
+    for char in word:
+        if char == " ":
+            letters.append(r"\s*")
+        elif char in _LEET:
+            letters.append(f"[{re.escape(_LEET[char])}]")
+        else:
+            letters.append(re.escape(char))
+    return between.join(letters)
+
+
+_OPEN = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?|%3c|\\u0*3c|\\x3c)"
+_CLOSE = r"(?:>|&gt;?|&#0*62;?|&#x0*3e;?|%3e|\\u0*3e|\\x3e)"
+_NAME = (
+    _spelled("conversation", r"[^\w<>\n]?")
+    + r"(?:[^\w<>]|_){0,3}"
+    + _spelled("history", r"[^\w<>\n]?")
+)
+_TAG = re.compile(
+    rf"(?P<open>{_OPEN})[^\w<>]{{0,8}}{_NAME}"
+    rf"(?:[^<>\n]{{0,200}}?(?P<close>{_CLOSE})|)"
+)
+_LABELS = sorted(
+    {
+        label
+        for texts in HISTORY_TEXTS.values()
+        for label in ("user", "bot", texts.heading, texts.current_message, texts.current_time)
+        for label in [skeleton(label)[0].rstrip(":").strip()]
+    }
+)
+_HEADER = (
+    r"[\[({]\s*\d{1,2}\s*\.\s*\d{1,2}\s*\."  # [05.04. (any bracket)
+    r"|\d{1,2}\s*\.\s*\d{1,2}\s*\.\s*(?:\d{2,4})?\s*\d{1,2}\s*:\s*\d{2}[\W_]*$"  # 05.04. 14:23
+)
+_FORGED_LINE = re.compile(
+    rf"[\W_]*?(?:{_HEADER}|(?:{'|'.join(_spelled(label) for label in _LABELS)})[^\w:\n]{{0,3}}:)"
+)
+
+
+def neutralise(text: str) -> str:
+    """Untrusted text (a user's message, a stored answer) made inert in a prompt.
+
+    Nothing in the result opens, closes or forges a history block or an entry
+    line, whatever the spelling. Every line break `str.splitlines` knows
+    becomes "\\n"; then two rules, both matched against the `skeleton` (NFKD,
+    case-folded, look-alike brackets, colons and letters folded to ASCII,
+    invisible and zero-width characters, bidi controls and combining marks
+    dropped, Unicode tag characters read as the ASCII they copy):
+
+    1. **Tags.** An opener (`<`, any look-alike, `&lt;`, `&#60;`, `&#x3c;`,
+       `%3c`, `\\u003c`, `\\x3c`), at most 8 non-word characters (`/`, spaces,
+       `!--` …), the name `conversation_history` (its letters also as `0` for
+       o, `1`/`l`/`|` for i …, up to 3 separators between the words, one
+       between letters), then optionally attributes and a closer on the same
+       line: the opener is replaced by "(", the closer by ")". This repeats
+       until nothing matches (`<<x` needs two rounds), so
+       `</ CONVERSATION_HISTORY foo="x">` becomes `(/ CONVERSATION_HISTORY foo="x")`.
+    2. **Lines.** A line other than the first (which always follows a label
+       in the bridge) that, after leading whitespace and punctuation (`**`,
+       `>`, `-` …), starts like an entry header (`[05.04.`, any bracket
+       before a `dd.mm.` date, or a whole line `05.04. 14:23`) or a label of
+       the bridge (`User:`, `Bot:`, the heading, `Aktuelle Nachricht:`,
+       `Aktuelle Zeit:`, `Current message:`, `Current time:`, any case, any
+       space before the colon) is joined to the line before: its line break,
+       with any blank lines just before it, becomes " ⏎ ".
+
+    Anything else is kept exactly: `<b>`, code, emoji, umlauts, RTL text and
+    bidi controls (they cannot hide a line start: the skeleton drops them).
+    Idempotent; the result is never more than 2 characters per line longer.
     """
-    return _TAG.sub(lambda m: f"‹{m.group(1)}conversation_history›", text)
+    text = _LINE_BREAK.sub("\n", text)
+    text, folded = _inert_tags(text)
+    return _inert_lines(text, folded)
+
+
+def _inert_tags(text: str) -> tuple[str, str]:
+    """Rule 1 until nothing matches; returns the text and its skeleton.
+
+    Each round turns at least one opener into "(", which is no opener, so the
+    loop ends (and since an opener must be within 8 characters of the name,
+    after at most 9 rounds).
+    """
+    while True:
+        folded, origin = skeleton(text)
+        edits: list[tuple[int, int, str]] = []
+        for match in _TAG.finditer(folded):
+            edits.append((*_source_span(origin, match.span("open")), "("))
+            if match.group("close"):
+                edits.append((*_source_span(origin, match.span("close")), ")"))
+        if not edits:
+            return text, folded
+        for start, end, replacement in sorted(edits, reverse=True):
+            text = text[:start] + replacement + text[end:]
+
+
+def _source_span(origin: list[int], span: tuple[int, int]) -> tuple[int, int]:
+    return origin[span[0]], origin[span[1] - 1] + 1
+
+
+def _inert_lines(text: str, folded: str) -> str:
+    """Rule 2: `folded` is the skeleton of `text`, line for line."""
+    lines, folded_lines = text.split("\n"), folded.split("\n")
+    kept, kept_folded = lines[:1], folded_lines[:1]
+    for line, folded_line in zip(lines[1:], folded_lines[1:], strict=True):
+        if not _FORGED_LINE.match(folded_line):
+            kept.append(line)
+            kept_folded.append(folded_line)
+            continue
+        while len(kept) > 1 and not kept_folded[-1].strip():
+            kept.pop()
+            kept_folded.pop()
+        kept[-1] = f"{kept[-1]}{JOINED_LINE}{line}"
+        kept_folded[-1] = f"{kept_folded[-1]} {folded_line}"
+    return "\n".join(kept)
 
 
 def cut_text(text: str, limit: int) -> str:

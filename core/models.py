@@ -152,3 +152,5 @@ class Exchange:
     day: str  # YYYY-MM-DD in the bot's timezone, for usage accounting
     added_turns: int = 2  # how many of session.turns are new (stores append only those)
     inbox_key: str = ""  # the inbox entry this exchange answers; marked done in the same commit
+    fence: int = 0  # the conversation lease's fencing ticket; 0: no lease (one process)
+    fence_key: str = ""  # the conversation whose lease `fence` belongs to

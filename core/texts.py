@@ -12,6 +12,10 @@ TEXTS: dict[str, dict[str, str]] = {
             "Sorry, the AI service ({providers}) is not answering right now. "
             "Please try again in a few minutes."
         ),
+        "misconfigured": (
+            "Sorry, I cannot answer: the AI service ({providers}) is not set up "
+            "correctly, and only the admin can fix that in the chatbridge config."
+        ),
         "interrupted": "[The answer was interrupted: {providers} stopped responding.]",
         "new": "Started a fresh session. I still remember what we talked about today.",
         "forget": "Done: I have forgotten everything I remembered about you.",
@@ -20,10 +24,11 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown": "Unknown command {command}. Try /help.",
         "empty_answer": "(The AI service returned an empty answer.)",
         "store_failed": "Sorry, my memory is not reachable right now. Please try again later.",
-        "internal_error": "Sorry, something went wrong on my side; the admin can see why in the log.",
+        "internal_error": (
+            "Sorry, something went wrong on my side; the admin can see why in the log."
+        ),
         "not_stored": (
-            "(I could not store this exchange, so I will not remember it; "
-            "the admin has been told.)"
+            "(I could not store this exchange, so I will not remember it; the admin has been told.)"
         ),
         "late": (
             "Sorry, I was offline when you wrote “{preview}” and it is too late "
@@ -53,6 +58,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "all_failed": (
             "Der KI-Dienst ({providers}) antwortet gerade nicht. "
             "Bitte versuch es in ein paar Minuten noch einmal."
+        ),
+        "misconfigured": (
+            "Ich kann leider nicht antworten: Der KI-Dienst ({providers}) ist falsch "
+            "eingerichtet, und nur der Admin kann das in der chatbridge-Konfiguration beheben."
         ),
         "interrupted": "[Die Antwort wurde abgebrochen: {providers} antwortet nicht mehr.]",
         "new": "Neue Session gestartet. An heute erinnere ich mich weiterhin.",

@@ -1,9 +1,17 @@
-"""HTTP details both LLM SDKs share: the placeholder key, retry-after, safe error text."""
+"""HTTP details both LLM SDKs share: the placeholder key, retry-after, safe error
+text, and which `ProviderError` an error status becomes."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+
+from chatbridge.providers.base import (
+    ProviderError,
+    ProviderMisconfigured,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
 
 # Local servers ignore the key, but the SDK refuses to start without one (or
 # silently reads OPENAI_API_KEY from the environment).
@@ -35,3 +43,59 @@ def status_detail(status: int, error_type: object, message: object, secret: str 
         text = " ".join(text.split()).rstrip(".")
         detail += f': "{text[:120]}"'
     return detail
+
+
+def status_error(
+    name: str,
+    *,
+    model: str,
+    status: int,
+    error_type: object,
+    message: object,
+    code: object = None,
+    secret: str | None,
+) -> ProviderError:
+    """The `ProviderError` for an HTTP error status the SDK gave up on (429 aside).
+
+    5xx and 409 are transient, 408 is a timeout; every other 4xx is a
+    `ProviderMisconfigured` whose message is the admin's one line, naming the
+    config key to check.
+    """
+    detail = status_detail(status, error_type, message, secret)
+    who = f"Provider {name!r}"
+    if status == 408:
+        return ProviderTimeout(f"{who} timed out on its side ({detail}).", provider=name)
+    if status >= 500 or status == 409 or status < 400:
+        return ProviderUnavailable(f"{who} failed ({detail}).", provider=name)
+    entry = f"providers.{name}"
+    if status == 401:
+        reason, what, setting = "auth", "the API key was rejected", f"{entry}.api_key"
+        check = setting
+    elif status in (402, 403):
+        reason, what = "permission", "the API key is not allowed to do this"
+        setting = f"{entry}.api_key"
+        check = f"{setting} (its account, plan and access to model {model!r})"
+    elif status == 404 and _names_a_model(model, message, code):
+        reason, what, setting = "model", f"model {model!r} not found", f"{entry}.model"
+        check = setting
+    elif status == 404:
+        reason, what, setting = "endpoint", "the API endpoint was not found", f"{entry}.base_url"
+        check = setting
+    else:
+        reason, what, setting = "request", "the request was rejected", f"{entry}.model"
+        check = f"{setting} and {entry}.max_tokens"
+    return ProviderMisconfigured(
+        f"{entry}: {what} ({detail}); check {check}.",
+        provider=name,
+        reason=reason,
+        setting=setting,
+    )
+
+
+def _names_a_model(model: str, message: object, code: object) -> bool:
+    """Whether a 404 is about the model (OpenAI's `model_not_found`, Anthropic's
+    "model: x", Ollama's "model "x" not found") rather than a wrong URL path."""
+    if code == "model_not_found":
+        return True
+    text = message.lower() if isinstance(message, str) else ""
+    return "model" in text or (bool(model) and model.lower() in text)

@@ -20,8 +20,14 @@ from anthropic.types import (
     RawMessageStopEvent,
 )
 from anthropic.types import TextDelta as AnthropicTextDelta
+
 from chatbridge.core.models import Turn, Usage
-from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
+from chatbridge.providers._wire import (
+    PLACEHOLDER_KEY,
+    retry_after_seconds,
+    status_detail,
+    status_error,
+)
 from chatbridge.providers.base import (
     InvalidRequest,
     Prompt,
@@ -159,9 +165,14 @@ class AnthropicProvider:
                     f"{who} reported an error mid-stream ({detail.removeprefix('HTTP 200 ')}).",
                     provider=self.name,
                 )
-            if exc.status_code < 500:
-                return InvalidRequest(f"{who} rejected the request ({detail}).", provider=self.name)
-            return ProviderUnavailable(f"{who} failed ({detail}).", provider=self.name)
+            return status_error(
+                self.name,
+                model=self.model,
+                status=exc.status_code,
+                error_type=exc.type,
+                message=exc.api_message,
+                secret=self._secret,
+            )
         if isinstance(exc, json.JSONDecodeError):
             return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
         if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):

@@ -2,7 +2,8 @@
 
 "Early" means before any text reached the consumer. Once text went out, a
 failure propagates: stitching a second model's answer onto a half-finished
-first one would read as one garbled reply.
+first one would read as one garbled reply. A misconfigured provider (bad key,
+unknown model) falls back like any other: that is what a backup is for.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from chatbridge.providers.base import (
     Prompt,
     Provider,
     ProviderError,
+    ProviderMisconfigured,
     RateLimited,
     StreamEvent,
     TextDelta,
@@ -22,18 +24,39 @@ from chatbridge.providers.base import (
 _log = logging.getLogger(__name__)
 
 
-def _all_failed(errors: Sequence[tuple[str, ProviderError]]) -> ProviderError:
-    """The last error's class (so callers can still branch on it), with a message
-    naming every provider tried; `.provider` is the last one."""
-    last_name, last = errors[-1]
-    tried = ", ".join(f"{name!r} ({type(exc).__name__})" for name, exc in errors)
+def _all_failed(
+    errors: Sequence[tuple[str, ProviderError]],
+) -> tuple[ProviderError, ProviderError]:
+    """One error for a chain that failed before any text, naming every provider
+    tried, and the error it stands for (to raise it `from`).
+
+    If every provider is misconfigured: a `ProviderMisconfigured` joining each
+    one's fix, with the last one's `reason` and `setting`, since only the admin
+    can help. Else the class of the last error that may pass on its own (so
+    callers can still branch on it, and the user hears "try again");
+    `.provider` is the provider that error came from.
+    """
+    misconfigured = [exc for _, exc in errors if isinstance(exc, ProviderMisconfigured)]
+    if len(misconfigured) == len(errors):
+        last = misconfigured[-1]
+        error = ProviderMisconfigured(
+            f"All providers are misconfigured: {' '.join(map(str, misconfigured))}",
+            provider=last.provider or errors[-1][0],
+            reason=last.reason,
+            setting=last.setting,
+        )
+        return error, last
+    name, cause = next(
+        (name, exc) for name, exc in reversed(errors) if not isinstance(exc, ProviderMisconfigured)
+    )
+    tried = ", ".join(f"{who!r} ({type(exc).__name__})" for who, exc in errors)
     message = f"All providers failed: {tried}."
-    if isinstance(last, RateLimited):
-        return type(last)(message, provider=last_name, retry_after=last.retry_after)
+    if isinstance(cause, RateLimited):
+        return type(cause)(message, provider=name, retry_after=cause.retry_after), cause
     try:
-        return type(last)(message, provider=last_name)
+        return type(cause)(message, provider=name), cause
     except TypeError:  # a subclass with its own constructor: keep the root class
-        return ProviderError(message, provider=last_name)
+        return ProviderError(message, provider=name), cause
 
 
 class FallbackProvider:
@@ -64,7 +87,8 @@ class FallbackProvider:
         """Yield the first provider's events that gets to text; see the module doc.
 
         Raises the failing provider's error once text went out, or, when all fail
-        before any text, an error of the last one's class naming them all.
+        before any text, the error `_all_failed` picks: `ProviderMisconfigured`
+        only if every provider was misconfigured.
         """
         errors: list[tuple[str, ProviderError]] = []
         for index, provider in enumerate(self._providers):
@@ -100,7 +124,8 @@ class FallbackProvider:
                     await close()
             self._log.info("provider %r answered (chain %r)", provider.name, self.name)
             return
-        raise _all_failed(errors) from errors[-1][1]
+        error, cause = _all_failed(errors)
+        raise error from cause
 
     async def aclose(self) -> None:
         """Close every provider, even if closing one of them fails."""

@@ -12,10 +12,11 @@ from urllib.parse import urlsplit
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletionMessageParam
+
 from chatbridge.core.models import Usage
-from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_detail
+from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_error
 from chatbridge.providers.base import (
-    InvalidRequest,
     Prompt,
     ProviderError,
     ProviderTimeout,
@@ -25,7 +26,6 @@ from chatbridge.providers.base import (
     TextDelta,
     UsageReport,
 )
-from openai.types.chat import ChatCompletionMessageParam
 
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
@@ -133,12 +133,15 @@ class OpenAIProvider:
             )
         if isinstance(exc, openai.APIStatusError):
             body = exc.body if isinstance(exc.body, dict) else {}
-            detail = status_detail(
-                exc.status_code, body.get("type"), body.get("message"), self._secret
+            return status_error(
+                self.name,
+                model=self.model,
+                status=exc.status_code,
+                error_type=body.get("type"),
+                message=body.get("message"),
+                code=body.get("code"),
+                secret=self._secret,
             )
-            if 400 <= exc.status_code < 500:
-                return InvalidRequest(f"{who} rejected the request ({detail}).", provider=self.name)
-            return ProviderUnavailable(f"{who} failed ({detail}).", provider=self.name)
         if isinstance(exc, json.JSONDecodeError):
             return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):

@@ -2,6 +2,12 @@
 
 Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage.
 Every failure is one sentence on stderr, never a traceback.
+
+The `memory` commands read only the sections they need (`MEMORY_SECTIONS`), so
+they work where the platform and provider secrets are not set; they never
+create a store, and what they print about stored text has every control,
+format and surrogate character escaped (a user's ESC sequence reaches the
+admin's terminal as the visible text `\\u001b`, and the JSON stays valid).
 """
 
 from __future__ import annotations
@@ -12,10 +18,13 @@ import json
 import logging
 import os
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
+import chatbridge
 from chatbridge.config import (
     ChatbridgeConfig,
     ConfigError,
@@ -32,15 +41,16 @@ from chatbridge.core.app.wiring import (
     store_from_config,
 )
 from chatbridge.core.engine import Engine
-from chatbridge.core.store import StoreError
+from chatbridge.core.store import Store, StoreError
 from chatbridge.platforms.console import ConsolePlatform
-
-import chatbridge
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MEMORY_SECTIONS = ("memory", "identities", "access")
+"""What `memory show|export|forget` validate: the store and who is who, no secrets."""
+_UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="chatbridge",
         description="A chat assistant that remembers what you said an hour ago.",
     )
-    parser.add_argument("--version", action="version", version=f"chatbridge {chatbridge.__version__}")
+    version = f"chatbridge {chatbridge.__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -103,7 +114,38 @@ def _log_level(
 
 def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[ChatbridgeConfig, str]:
     path = resolve_config_path(args.config, environ, Path.cwd())
-    return load_config(path, environ), str(path) if path else "built-in defaults"
+    only = MEMORY_SECTIONS if args.command == "memory" else None
+    return load_config(path, environ, only=only), str(path) if path else "built-in defaults"
+
+
+def _escape(char: str, *, json_style: bool) -> str:
+    """One unsafe character as visible ASCII: `\\u001b` in JSON, `\\x1b` in text."""
+    code = ord(char)
+    if code > 0xFFFF and json_style:  # JSON spells these as a surrogate pair
+        high, low = divmod(code - 0x10000, 0x400)
+        return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
+    if json_style or code > 0xFF:
+        return f"\\u{code:04x}"
+    return f"\\x{code:02x}"
+
+
+def visible(text: str, *, json_style: bool = False) -> str:
+    """`text` with control, format (bidi, zero-width), separator and lone
+    surrogate characters escaped, so stored text cannot drive a terminal.
+
+    With `json_style`, escapes are JSON's: applied to `json.dumps` output
+    they only touch string contents and the result decodes to the same data.
+    """
+    if text.isprintable() and text.isascii():
+        return text
+    return "".join(
+        _escape(ch, json_style=json_style)
+        if ch not in "\n" and unicodedata.category(ch) in _UNSAFE
+        else ch
+        for ch in text
+    )
 
 
 def _banner(user: str, config: ChatbridgeConfig, engine: Engine, provider: str) -> str:
@@ -123,22 +165,51 @@ async def _chat(
     return EXIT_OK
 
 
+def _missing_store(config: ChatbridgeConfig) -> Path | None:
+    """The store file when it does not exist: opening it would create an empty
+    one and hide that the path is wrong (Redis has no such file)."""
+    memory = config.memory
+    path = Path(memory.path)
+    return path.absolute() if memory.backend in ("sqlite", "json") and not path.exists() else None
+
+
 async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     access = access_from_config(config)
-    user = access.resolve(args.user)
     store = await store_from_config(config)
     try:
         if args.action == "forget":
-            keys = sorted(access.ring_keys(args.user))
-            for key in keys:
-                await store.forget(key)
-            print(f"forgot {', '.join(keys)}: ring, sessions and usage erased")
+            print(visible(await _forget(store, args.user, sorted(access.ring_keys(args.user)))))
         else:
-            entries = await store.ring(user, since=0.0)
-            print(json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False))
+            entries = await store.ring(access.resolve(args.user), since=0.0)
+            text = json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False)
+            print(visible(text, json_style=True))
     finally:
         await store.aclose()
     return EXIT_OK
+
+
+async def _forget(store: Store, user: str, keys: list[str]) -> str:
+    """Erase every key of the person; the sentence says whether anything was there.
+
+    `Store.forget` returns nothing, so the ring and today's usage are read
+    first (sessions cannot be listed per user; they go with the ring).
+    """
+    now = datetime.now(UTC)
+    days = {now.date().isoformat(), now.astimezone().date().isoformat()}
+    entries, used = 0, False
+    for key in keys:
+        entries += len(await store.ring(key, since=0.0))
+        for day in days:
+            usage = await store.usage(key, day=day)
+            used = used or bool(usage.input_tokens or usage.output_tokens)
+        await store.forget(key)
+    where = f"{user} ({', '.join(keys)})"
+    if entries:
+        plural = "entry" if entries == 1 else "entries"
+        return f"erased {entries} memory {plural} of {where}, with their sessions and usage"
+    if used:
+        return f"erased the sessions and usage of {where}; no memory entries were stored"
+    return f"nothing stored for {where}; nothing erased"
 
 
 async def _run(
@@ -158,7 +229,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     try:
         config, source = _load(args, environ)
     except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+        # Keys and file names come from the file: escape what could drive a terminal.
+        print(visible(str(exc)), file=sys.stderr)
         return EXIT_CONFIG
     redactor = setup_logging(
         level=_log_level(args, config, environ),
@@ -166,18 +238,34 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         json_format=config.logging.format == "json",
     )
     if args.command == "config":
-        print(f"{source}: {summarize(config)}")
+        print(visible(f"{source}: {summarize(config)}"))
         return EXIT_OK
     try:
         if args.command == "chat":
             return asyncio.run(_chat(args, config, environ))
         if args.command == "memory":
+            missing = _missing_store(config)
+            if missing is not None:
+                return _fail(visible(f"no store at {missing}"), EXIT_FAILED, redactor)
             return asyncio.run(_memory(args, config))
         return asyncio.run(_run(config, environ, redactor))
     except StoreError as exc:
         return _fail(str(exc), EXIT_FAILED, redactor)
     except KeyboardInterrupt:
         return EXIT_OK
+    except BrokenPipeError:
+        # `chatbridge memory show ... | head`: the reader left; no traceback.
+        _silence_stdout()
+        return EXIT_FAILED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # not a real file (tests capture stdout): nothing to flush
 
 
 if __name__ == "__main__":

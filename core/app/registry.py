@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
+
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.ports import MessageHandler, Platform
 

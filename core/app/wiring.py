@@ -11,16 +11,17 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from chatbridge.config import ChatbridgeConfig, ProviderConfig, url_secrets
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
-from chatbridge.core.engine import Engine
+from chatbridge.core.engine import DEFAULT_LEASE_TTL, Engine
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store import Store, open_store
 from chatbridge.providers.base import Provider
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.providers.factory import build_chain, build_provider
-from pydantic import BaseModel
 
 __all__ = [
     "ProviderChoice",
@@ -112,11 +113,29 @@ async def engine_from_config(
     *,
     environ: Mapping[str, str],
     clock: Clock | None = None,
+    lease_ttl: float | None = None,
 ) -> AsyncIterator[tuple[Engine, ProviderChoice]]:
-    """An engine with its store open and provider built; both closed on exit."""
+    """An engine with its store open and provider built; both closed on exit.
+
+    With the redis store the engine is a replica: conversation leases (and
+    cancel notices) in Redis, expiring `lease_ttl` s (default
+    `engine.lease_ttl` if the config has it, else 30) after a holder died.
+    """
     store = await store_from_config(config)
     try:
         choice = choose_provider(config, environ)
+        ttl = lease_ttl or float(getattr(config.engine, "lease_ttl", DEFAULT_LEASE_TTL))
+        replica: dict[str, Any] = {}
+        if config.memory.backend == "redis":
+            from chatbridge.core.store._redis_lease import RedisLeases, RedisNotices
+            from chatbridge.core.store.redis_store import RedisStore
+
+            assert isinstance(store, RedisStore)
+            replica = {
+                "leases": RedisLeases(store, ttl=ttl),
+                "notices": RedisNotices(store),
+                "lease_ttl": ttl,
+            }
         try:
             engine = Engine(
                 settings_from_config(config),
@@ -124,6 +143,7 @@ async def engine_from_config(
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
+                **replica,
             )
             yield engine, choice
         finally:

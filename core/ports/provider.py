@@ -5,9 +5,15 @@ Error tree (SDK exceptions are mapped into it at the provider boundary,
 
     ProviderError
     ├── RateLimited(retry_after)   429 after the SDK's own retries
-    ├── ProviderTimeout            connect/read timeout
-    ├── ProviderUnavailable        5xx, 529 overloaded, dropped or malformed stream
-    └── InvalidRequest             4xx other than 429: our prompt or key is wrong
+    ├── ProviderTimeout            connect/read timeout, 408
+    ├── ProviderUnavailable        5xx, 529 overloaded, 409, dropped or malformed stream
+    └── InvalidRequest             a prompt we should never have built
+        └── ProviderMisconfigured(reason, setting)
+                                   401/403/404/400 and other 4xx: a bad key, no
+                                   permission, unknown model, rejected request
+
+Only `ProviderMisconfigured` needs the admin: retrying will not help, and its
+message says which config key to check. Users hear "try again" for the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ __all__ = [
     "Prompt",
     "Provider",
     "ProviderError",
+    "ProviderMisconfigured",
     "ProviderTimeout",
     "ProviderUnavailable",
     "RateLimited",
@@ -99,3 +106,19 @@ class ProviderUnavailable(ProviderError):
 
 class InvalidRequest(ProviderError):
     pass
+
+
+class ProviderMisconfigured(InvalidRequest):
+    """The provider refused the entry as configured; only the admin can fix it.
+
+    The message is the admin's one line, e.g. ``providers.main: the API key was
+    rejected (HTTP 401); check providers.main.api_key.``; it never carries the
+    key. `reason` is "auth" (401), "permission" (402/403), "model" (404 naming
+    the model), "endpoint" (404 otherwise) or "request" (400 and other 4xx);
+    `setting` is the config key path to check.
+    """
+
+    def __init__(self, message: str, *, provider: str = "", reason: str, setting: str) -> None:
+        super().__init__(message, provider=provider)
+        self.reason = reason
+        self.setting = setting

@@ -11,7 +11,14 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chatbridge.core.store.base import DEDUPE_WINDOW, Inbox, Store, StoreCorrupt, StoreError
+from chatbridge.core.store.base import (
+    DEDUPE_WINDOW,
+    Inbox,
+    LeaseLost,
+    Store,
+    StoreCorrupt,
+    StoreError,
+)
 
 if TYPE_CHECKING:
     from chatbridge.core.store.json_file import JsonStore
@@ -22,6 +29,7 @@ __all__ = [
     "DEDUPE_WINDOW",
     "Inbox",
     "JsonStore",
+    "LeaseLost",
     "RedisStore",
     "SqliteStore",
     "Store",

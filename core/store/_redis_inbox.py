@@ -168,6 +168,10 @@ class RedisInbox(RedisConnection):
         found.sort(key=lambda pair: pair[0])
         return [entry for _, entry in found]
 
+    async def inbox_is_pending(self, key: str) -> bool:
+        (found,) = await self._read([(self._inbox_key(key), "exists", ())])
+        return bool(found)
+
     # -- for commit_exchange ------------------------------------------------
 
     def _inbox_types(self, key: str) -> dict[str, str]:

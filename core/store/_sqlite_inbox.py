@@ -64,6 +64,7 @@ WHERE key = ? AND done_at IS NULL"""
 PENDING = """
 SELECT key, received_at, message, answer, sent FROM inbox
 WHERE done_at IS NULL ORDER BY received_at, id"""
+IS_PENDING = "SELECT 1 FROM inbox WHERE key = ? AND done_at IS NULL"
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 
 

@@ -3,7 +3,8 @@
 Error tree::
 
     StoreError                 the store cannot be used; message names the file/URL
-    └── StoreCorrupt           the file exists but cannot be read; it is left untouched
+    ├── StoreCorrupt           the file exists but cannot be read; it is left untouched
+    └── LeaseLost              a newer holder has the conversation's lease; nothing written
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Store(Protocol):
         transaction; a session started after the forget is stored as usual.
         The inbox entry `exchange.inbox_key` (if set) is marked done in the
         same transaction, in both cases.
+
+        With `exchange.fence` > 0 a store shared by replicas (redis) raises
+        `LeaseLost` and writes nothing when the lease of `exchange.fence_key`
+        was taken with a higher fence since (checked in the same transaction);
+        single-process stores ignore the fence.
         """
         ...
 
@@ -72,6 +78,8 @@ class Store(Protocol):
 
     async def inbox_pending(self) -> list[InboxEntry]: ...
 
+    async def inbox_is_pending(self, key: str) -> bool: ...
+
 
 class Inbox(Protocol):
     """Received messages, held durably until their answer is remembered.
@@ -106,6 +114,10 @@ class Inbox(Protocol):
         """Every entry not done, oldest `received_at` first."""
         ...
 
+    async def inbox_is_pending(self, key: str) -> bool:
+        """True while `key` was added and is not done (one cheap read)."""
+        ...
+
 
 DEDUPE_WINDOW = 3600.0
 """How long a done entry's key keeps refusing redeliveries (Slack retries for
@@ -118,3 +130,7 @@ class StoreError(Exception):
 
 class StoreCorrupt(StoreError):
     """The store file exists but cannot be read. It is never emptied or rewritten."""
+
+
+class LeaseLost(StoreError):
+    """Another replica took the conversation's lease; the exchange was not written."""

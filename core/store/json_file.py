@@ -240,6 +240,9 @@ class JsonStore:
         """Oldest `received_at` first; `sorted` is stable, so ties keep insertion order."""
         return sorted(self._live().inbox.values(), key=lambda e: e.received_at)
 
+    async def inbox_is_pending(self, key: str) -> bool:
+        return key in self._live().inbox
+
     async def aclose(self) -> None:
         """Every write is already on disk; this refuses further use and frees the lock."""
         self._open = False

@@ -30,6 +30,8 @@ session keys may contain ':' (``telegram:579304651``,
                                     `DEDUPE_WINDOW`, which is what refuses
                                     a redelivery meanwhile
     P inbox-seq              STRING the counter that numbers entries (seq)
+    P lease:{conversation}   STRING the replica holding the conversation's turn
+    P fence:{conversation}   STRING its fencing counter (`_redis_lease`)
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
@@ -51,7 +53,11 @@ MULTI/EXEC only if all are absent or as above; otherwise it raises
 before they write (add, progress, done) are each one Lua script instead, which
 does the same checks first (`_redis_inbox`). Writes do not WATCH: our own
 clients only ever create the types above, and optimistic locking starves
-under concurrent commits for one user (every EXEC but one aborts). Only a
+under concurrent commits for one user (every EXEC but one aborts). The one
+exception is a commit with a fence (`Exchange.fence`, from a lease): it
+WATCHes the conversation's fence counter, which changes only when another
+replica takes the lease over, and raises `LeaseLost` (nothing written) if the
+counter is above its fence or changes before EXEC. Only a
 foreign client changing a key's type in the sub-millisecond gap between check
 and EXEC could still make part of a transaction fail. `forget` does WATCH the
 sets it reads (see below) and retries if they change.
@@ -107,6 +113,8 @@ from chatbridge.core.store._codec import (
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
 from chatbridge.core.store._redis_inbox import RedisInbox
+from chatbridge.core.store._redis_lease import fence_key
+from chatbridge.core.store.base import LeaseLost
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
@@ -236,10 +244,36 @@ class RedisStore(RedisInbox):
                     await self.inbox_done(exchange.inbox_key)
                 return  # a reply in flight during forget(); see base.Store.forget
             async with client.pipeline(transaction=True) as tx:
+                if exchange.fence > 0:
+                    await self._check_fence(tx, exchange)
+                    tx.multi()
                 queue(tx)
-                results = await tx.execute()
+                try:
+                    results = await tx.execute()
+                except WatchError as err:  # a new holder INCRed the fence meanwhile
+                    raise self._lease_lost(exchange) from err
         if forgotten_since(self._tombstone_at(tomb, results[0]), session.started_at):
             await self._erase(user, at=None, also=(hkey, tkey))  # forget won the race
+
+    async def _check_fence(self, tx: Pipeline, exchange: Exchange) -> None:
+        """WATCH the conversation's fence and raise `LeaseLost` if a newer holder
+        already took it; the WATCH makes the commit's EXEC fail if one takes it
+        before the EXEC."""
+        fkey = fence_key(self._prefix, exchange.fence_key)
+        await tx.watch(fkey)
+        current = await tx.get(fkey)
+        try:
+            newer = current is not None and int(current) > exchange.fence
+        except ValueError as err:
+            raise self._corrupt(fkey, f"fence {current!r} is not an integer") from err
+        if newer:
+            raise self._lease_lost(exchange)
+
+    def _lease_lost(self, exchange: Exchange) -> LeaseLost:
+        return LeaseLost(
+            f"the lease on {exchange.fence_key} at {self._shown} passed to another replica "
+            f"(fence {exchange.fence} is stale); the exchange was not stored"
+        )
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""

@@ -218,6 +218,9 @@ class SqliteStore:
         except ValueError as err:
             raise corrupt(self._path, "SQLite", str(err)) from err
 
+    async def inbox_is_pending(self, key: str) -> bool:
+        return bool(self._read(_sqlite_inbox.IS_PENDING, (key,)))
+
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None

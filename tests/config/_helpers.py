@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+
 from chatbridge.config import ChatbridgeConfig, ConfigError, load_config
 
 __all__ = ["load_error", "load_ok", "render"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from chatbridge import config
 from chatbridge.config import (
     ChatbridgeConfig,
@@ -13,7 +14,6 @@ from chatbridge.config import (
     resolve_config_path,
     summarize,
 )
-
 from tests.config._helpers import load_error, load_ok, render
 
 

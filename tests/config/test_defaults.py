@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
+
 from chatbridge import config
 from chatbridge.config import (
     ChatbridgeConfig,
@@ -16,8 +19,6 @@ from chatbridge.config import (
     load_config,
     load_config_text,
 )
-from pydantic import ValidationError
-
 from tests.config._helpers import load_ok
 
 EXAMPLE = Path(config.__file__).parent / "chatbridge.example.yaml"
@@ -123,22 +124,49 @@ def test_every_field_documented() -> None:
             assert field.description, f"{model.__name__}.{name} has no docstring"
 
 
-def test_example_file_validates() -> None:
-    env = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "ak-test"}
-    cfg = load_config(EXAMPLE, env)
-    assert list(cfg.providers.entries) == ["main", "backup"]
-    assert cfg.providers.entries["main"].api_key is not None
-    assert cfg.providers.entries["main"].api_key.get_secret_value() == "sk-test"
-    assert cfg.providers.entries["main"].base_url is None
-    assert cfg.providers.chain == ("main", "backup")
+_COMMENTED_KEY = re.compile(r"^  # ( *[a-z_]+:(?: |$).*)$")
+
+
+def _example_with_providers() -> str:
+    """The example with its commented-out provider entries switched on."""
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    start, end = lines.index("providers:"), lines.index("platforms:")
+    block = [
+        "  " + match.group(1)
+        for line in lines[start + 1 : end]
+        if (match := _COMMENTED_KEY.match(line))
+    ]
+    return "\n".join([*lines[: start + 1], *block, *lines[end:]]) + "\n"
+
+
+def test_example_file_validates_with_no_environment_at_all() -> None:
+    cfg = load_config(EXAMPLE, {})
+    assert cfg.providers.entries == {}  # chosen by API key, else debug
+    assert cfg.platforms.enabled == ()
     assert cfg.identities == {"alice": ("telegram:579304651", "slack:U0123", "discord:1234")}
     assert cfg.access.allow == ("telegram:579304651", "slack:U0123", "alice")
-    assert cfg.memory == ChatbridgeConfig().memory
+    defaults = ChatbridgeConfig().memory
+    assert cfg.memory == defaults.model_copy(update={"path": str(EXAMPLE.parent / defaults.path)})
     assert cfg.engine == ChatbridgeConfig().engine
 
 
+def test_example_provider_block_uncommented_validates(tmp_path: Path) -> None:
+    secret = tmp_path / "anthropic"
+    secret.write_text("ak-test\n")
+    text = _example_with_providers().replace("/run/secrets/anthropic", str(secret))
+    cfg = load_config_text(text, source="x.yaml", environ={"OPENAI_API_KEY": "sk-test"})
+    entries = cfg.providers.entries
+    assert list(entries) == ["main", "backup"]
+    assert entries["main"].api_key is not None
+    assert entries["main"].api_key.get_secret_value() == "sk-test"
+    assert entries["main"].base_url is None
+    assert entries["backup"].api_key is not None
+    assert entries["backup"].api_key.get_secret_value() == "ak-test"
+    assert cfg.providers.chain == ("main", "backup")
+
+
 def test_example_file_documents_every_key() -> None:
-    text = EXAMPLE.read_text(encoding="utf-8")
+    text = _example_with_providers()
     data = yaml.safe_load(text)
     assert set(data) == set(ChatbridgeConfig.model_fields)
     for section in ("bot", "engine", "memory", "access", "server"):
@@ -155,10 +183,10 @@ def test_example_file_documents_every_key() -> None:
             assert "#" in line, f"no comment on {line!r}"
 
 
-def test_example_file_needs_referenced_keys_only() -> None:
+def test_example_provider_entries_need_referenced_keys_only() -> None:
     err_text = ""
     try:
-        load_config(EXAMPLE, {})
+        load_config_text(_example_with_providers(), source="x.yaml", environ={})
     except config.ConfigError as err:
         err_text = str(err)
     assert "OPENAI_API_KEY" in err_text

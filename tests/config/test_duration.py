@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chatbridge.config import Duration
 from pydantic import TypeAdapter, ValidationError
 
+from chatbridge.config import Duration
 from tests.config._helpers import load_error, load_ok, render
 
 ADAPTER: TypeAdapter[float] = TypeAdapter(Duration)

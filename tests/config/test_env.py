@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chatbridge.config import load_config_text
 
+from chatbridge.config import load_config_text
 from tests.config._helpers import load_error, load_ok, render
 
 TELEGRAM_ON = """

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from chatbridge.core.app.cli import main
 
 BROKEN_CONFIGS = {

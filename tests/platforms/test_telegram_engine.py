@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -81,7 +82,7 @@ async def test_flood_control_while_streaming_still_delivers_everything(
 ) -> None:
     provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER), chunk_delay=0.01)
     slow_bot = await make_testbot(tmp_path, provider=provider)
-    await launch(engine=slow_bot.engine, edit_interval=0.0)
+    await launch(engine=slow_bot.engine, edit_interval=0.05)
     fake.fail_next("editMessageText", count=2, retry_after=1)
     fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
     await fake.wait_for(
@@ -105,3 +106,47 @@ async def test_group_without_mention_never_reaches_the_engine(
     assert [p.messages[-1].content for p in bot.provider.prompts] == ["Hallo"]
     ring = await _ring_once_written(bot)
     assert [e.scope for e in ring] == ["telegram:-100"]
+
+
+_STREAM_WITH_NO_INTERVAL = """
+import asyncio
+import sys
+from chatbridge.config import TelegramConfig
+from chatbridge.core.delivery import StreamingReply
+from chatbridge.platforms.telegram import TelegramOutbox
+from telegram import Bot
+
+config = TelegramConfig.model_validate({"edit_interval": 0})  # a valid setting
+
+class Chat:
+    limits = TelegramOutbox(Bot("1:x"), 1, edit_interval=config.edit_interval).limits
+    async def send(self, text): return "1:1"
+    async def edit(self, ref, text): pass
+    async def typing(self): pass
+
+async def main():
+    reply = StreamingReply(Chat())
+    await reply.push("a")
+    await asyncio.sleep(0.05)  # the model pauses between two chunks
+    await reply.push("b")
+    await reply.finish()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/delivery.py StreamingReply._pause never yields when the pause is 0 "
+    "(edit_interval: 0), so _show_progress spins and starves the event loop",
+)
+async def test_streaming_with_no_edit_interval_does_not_starve_the_event_loop() -> None:
+    # In a child process: the bug blocks the event loop it runs on for good.
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", _STREAM_WITH_NO_INTERVAL)
+    try:
+        code = await asyncio.wait_for(process.wait(), 5)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError("a streamed reply with edit_interval 0 never finished") from None
+    assert code == 0

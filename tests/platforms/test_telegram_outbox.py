@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
-from chatbridge.platforms.telegram import TelegramOutbox
+from chatbridge.platforms._runtime import ChatGate
+from chatbridge.platforms.telegram import TelegramOutbox, message_ref
 from telegram import Bot
 
 from tests.platforms.conftest import Launch, StandInEngine
@@ -37,6 +38,56 @@ async def test_send_then_edit_updates_the_visible_message(
     await outbox.edit(handle, "Hello, world")
     assert fake.bot_texts(CHAT) == ["Hello, world"]
     assert [m.edits for m in fake.messages(CHAT) if m.text == "Hello, world"] == [1]
+
+
+async def test_send_returns_a_chat_and_message_reference(
+    fake: FakeTelegram, bot: Bot, outbox: TelegramOutbox
+) -> None:
+    first = await outbox.send("one")
+    second = await outbox.send("two")
+    ids = [m.message_id for m in fake.messages(CHAT) if m.sender["is_bot"]]
+    assert [first, second] == [message_ref(CHAT, i) for i in ids]
+    assert first == f"{CHAT}:{ids[0]}"  # a plain string: it is stored with the inbox entry
+    # A reference is all an edit needs, e.g. one from another outbox after a restart.
+    await TelegramOutbox(bot, CHAT).edit(first, "one, edited")
+    assert fake.bot_texts(CHAT) == ["one, edited", "two"]
+
+
+async def test_edit_of_a_bad_reference_is_a_delivery_error(outbox: TelegramOutbox) -> None:
+    with pytest.raises(DeliveryError):
+        await outbox.edit("not-a-reference", "text")
+    with pytest.raises(DeliveryError):
+        await outbox.edit(message_ref(CHAT, 999), "text")  # Telegram: message to edit not found
+
+
+async def test_failures_outside_telegram_are_delivery_errors(fake: FakeTelegram) -> None:
+    # Nothing listens on the port any more: the SDK's own network error.
+    async with Bot(fake.token, base_url=fake.base_url) as client:
+        await fake.__aexit__(None, None, None)
+        with pytest.raises(DeliveryError) as info:
+            await TelegramOutbox(client, CHAT).send("lost")
+    assert not isinstance(info.value, DeliveryRetry)
+    assert "\n" not in str(info.value)
+
+
+async def test_flood_control_delays_later_calls_into_that_chat_only(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    fake.push_text(200, 200, "hi")
+    gate = ChatGate()  # the platform shares one between all its outboxes
+    first, later, other = (
+        TelegramOutbox(bot, chat, gate=gate) for chat in (CHAT, CHAT, 200)
+    )
+    fake.fail_next("sendMessage", retry_after=1)
+    with pytest.raises(DeliveryRetry):
+        await first.send("refused")
+    await other.send("another chat")
+    await later.send("same chat")
+    refused, elsewhere, retried = fake.calls_to("sendMessage")
+    assert elsewhere.params["chat_id"] == 200
+    assert elsewhere.at - refused.at < 0.5, "another chat must not wait"
+    assert retried.at - refused.at >= 0.9, "the same chat must wait out retry_after"
+    assert fake.bot_texts(CHAT) == ["same chat"]
 
 
 async def test_identical_edit_is_not_an_error(fake: FakeTelegram, outbox: TelegramOutbox) -> None:

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
+
 from chatbridge.core.models import Turn, Usage
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.base import Prompt, Provider, ProviderError, TextDelta, UsageReport
 from chatbridge.providers.openai import OpenAIProvider
-
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import FakeSSEServer

@@ -5,7 +5,6 @@ from __future__ import annotations
 from chatbridge.core.models import Turn
 from chatbridge.providers.anthropic import alternate_roles
 from chatbridge.providers.base import InvalidRequest, Prompt
-
 from tests.providers.conftest import KEY, TEXT, Backend, collect
 
 

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+
 from chatbridge.providers.base import Prompt, Provider, StreamEvent, TextDelta
 from chatbridge.providers.fallback import FallbackProvider
-
 from tests.providers.conftest import PROMPT, Backend
 from tests.support.sse import Reply
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from pydantic import SecretStr
+
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.providers.factory import build_chain, build_provider
 from chatbridge.providers.fallback import FallbackProvider
 from chatbridge.providers.openai import OpenAIProvider
-from pydantic import SecretStr
-
 from tests.providers.conftest import PROMPT, TEXT, Backend, collect
 
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
+
 from chatbridge.providers.base import (
     InvalidRequest,
     Prompt,
@@ -16,7 +17,6 @@ from chatbridge.providers.base import (
     TextDelta,
 )
 from chatbridge.providers.fallback import FallbackProvider
-
 from tests.providers.conftest import TEXT, Backend, collect
 from tests.support.sse import Fault, Reply
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+
 from chatbridge.core.models import Usage
 from chatbridge.providers.base import (
-    InvalidRequest,
+    ProviderMisconfigured,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
 )
-
 from tests.providers.conftest import KEY, PROMPT_WORDS, TEXT, Backend, Outcome, collect
 from tests.support.sse import Fault, Reply
 
@@ -19,7 +19,8 @@ def assert_error(outcome: Outcome, cls: type[Exception]) -> None:
     """The error is exactly `cls`, names the entry, is one line, and hides the key."""
     assert type(outcome.error) is cls, f"expected {cls.__name__}, got {outcome.error!r}"
     message = str(outcome.error)
-    assert "'main'" in message
+    # A misconfiguration names the entry by its config key path, for the admin.
+    assert ("providers.main" if cls is ProviderMisconfigured else "'main'") in message
     assert outcome.error.provider == "main"
     assert "\n" not in message
     assert message.endswith(".")
@@ -103,10 +104,10 @@ async def test_broken_streams_are_unavailable(backend: Backend, fault: Fault) ->
     assert len(backend.fake.requests) == 1  # a started stream is never replayed
 
 
-async def test_wrong_key_is_invalid_request_without_the_key(backend: Backend) -> None:
+async def test_wrong_key_is_misconfigured_without_the_key(backend: Backend) -> None:
     backend.fake.api_key = "the-right-key"  # the fake's 401 echoes the key it got
     outcome = await collect(backend.provider(max_retries=2))
-    assert_error(outcome, InvalidRequest)
+    assert_error(outcome, ProviderMisconfigured)
     assert "HTTP 401" in str(outcome.error)
     assert len(backend.fake.requests) == 1  # 4xx is not retried
 
@@ -115,7 +116,7 @@ async def test_bad_request_shows_the_server_reason_with_the_key_masked(backend: 
     reason = f"max_tokens too large for key {KEY}"
     backend.fake.script(Fault.status_error(400, "invalid_request_error", reason))
     outcome = await collect(backend.provider())
-    assert_error(outcome, InvalidRequest)
+    assert_error(outcome, ProviderMisconfigured)
     assert "max_tokens too large for key ***" in str(outcome.error)
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
 from chatbridge.core.models import Turn
 from chatbridge.providers._wire import retry_after_seconds, status_detail
 from chatbridge.providers.base import Prompt
 from chatbridge.providers.openai import OpenAIProvider, is_openai_itself
-
 from tests.providers.conftest import KEY, PROMPT, TEXT, Backend, collect
 from tests.support.fake_openai import FakeOpenAI
 

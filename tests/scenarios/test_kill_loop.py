@@ -62,6 +62,8 @@ platforms:
 memory:
   backend: sqlite
   path: {db}
+  max_entries: 100000
+  max_age: 1d
 access:
   allow: [{allow}]
 server:
@@ -134,7 +136,7 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path) -> None
             await _until_polling(telegram, process)
             for user in USERS:
                 n += 1
-                text = f"u{user % 1000}-m{n}"
+                text = f"[u{user % 1000}-m{n}]"  # bracketed: no id is a prefix of another
                 sent[user].append(text)
                 telegram.push_text(user, user, text)
             await asyncio.sleep(rng.uniform(0.05, 1.0))
@@ -151,6 +153,7 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path) -> None
         transcripts = {u: _bot_messages(telegram, u) for u in USERS}
     memories = {u: await _memory(tmp_path, u) for u in USERS}
 
+    expected = {u: {_answer_for(t) for t in ts} for u, ts in sent.items()}
     total = sum(len(t) for t in sent.values())
     unanswered = [t for u, ts in sent.items() for t in ts if _answer_for(t) not in transcripts[u]]
     duplicates = [
@@ -170,7 +173,10 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path) -> None
     assert code == 0, err
     assert unanswered == [], f"never answered: {unanswered}"
     assert duplicates == [], f"answered twice: {duplicates}"
-    assert all(e <= 0 for e in extra.values()), f"more bot messages than user messages: {extra}"
+    assert all(e <= 0 for e in extra.values()), (
+        f"more bot messages than user messages: {extra}; unexpected: "
+        f"{[(u, m) for u, ms in transcripts.items() for m in ms if m not in expected[u]]}"
+    )
     assert seen_not_stored == [], f"answers seen but not in memory: {seen_not_stored}"
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# The entry point is `core.cli:main`; running it through the interpreter
+# `python -m chatbridge` runs `core/app/cli.py`; going through the interpreter
 # avoids depending on where pip put the console script.
 CHATBRIDGE = [sys.executable, "-m", "chatbridge"]
 REPO = Path(__file__).resolve().parents[2]
