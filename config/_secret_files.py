@@ -50,9 +50,10 @@ def read_secret_file(path: Path) -> str:
     except OSError as exc:
         reason = (exc.strerror or "cannot open it").lower()
         raise SecretFileError(f"cannot read secret file {path}: {reason}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SecretFileError(f"cannot read secret file {path}: not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SecretFileError(f"cannot read secret file {path}: not a regular file")
         try:
             raw = handle.read(MAX_SECRET_BYTES + 1)
         except OSError as exc:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
+from chatbridge.core.incoming import clean_text, cut_for_prompt
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -127,9 +128,12 @@ class Answerer:
         message = entry.message
         conversation = message.conversation
         settings = self._settings
+        text = neutralise(
+            cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
+        )
         session = await self._store.load_session(conversation.key)
         if session is not None and not session.expired(now, settings.session_ttl):
-            return session, neutralise(message.text)
+            return session, text
         ring_user = self._access.ring_user(conversation)
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
@@ -137,7 +141,7 @@ class Answerer:
             entries = visible_entries(ring, conversation)[-settings.inject_entries :]
         content = build_bridge(
             entries,
-            neutralise(message.text),
+            text,
             now=now,
             language=settings.language,
             tz=settings.timezone,

@@ -99,7 +99,7 @@ _CLOSERS = (
     "\u2a8e\u2a96\u2a98\u2a9a\u2a9c\u2a9e\u2aa0\u2aa2\u2aa7\u2aa9\u2af8\u2afa\u2b43\u3009"
     "\u300b\ufe3e\ufe40\ufe65\uff1e"
 )
-_SQUARE_OPENERS = "\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045"  # ［【〔〖〘〚⟦⁅
+_SQUARE_OPENERS = "\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045"  # fullwidth, CJK, ...
 _COLONS = "\uff1a\ufe55\ufe13\u2236\ua789\u02d0\u02f8\u05c3\u0703\u0704\u16ec\u205a"
 # Letters of other scripts (Cyrillic, Greek, Armenian, Coptic) and Latin
 # small capitals that read as a Latin letter; NFKD already folds fullwidth,
@@ -137,7 +137,7 @@ _FOLD: dict[str, str] = {
     **dict.fromkeys(_COLONS, ":"),
     **{ch: latin for latin, chars in _LOOKALIKE_LETTERS.items() for ch in chars},
 }
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Me"})
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Mn", "Me"})
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # Hangul fillers, braille blank
 _TAG_CHARS = range(0xE0020, 0xE007F)  # invisible copies of ASCII 0x20..0x7E
 
@@ -171,7 +171,8 @@ def skeleton(text: str) -> tuple[str, list[int]]:
     brackets, square brackets, colons and letters that look alike become
     `<`, `>`, `[`, `:` and the Latin letter; otherwise NFKD, then invisible
     characters (controls, format characters such as zero-width spaces, bidi
-    controls, the soft hyphen; combining marks; Hangul fillers) are dropped,
+    controls, the soft hyphen; combining marks; unassigned code points; Hangul
+    fillers) are dropped,
     whitespace becomes " " ("\\n" stays "\\n") and the rest is case-folded.
     Only "\\n" folds to "\\n", so lines of the skeleton are lines of `text`.
     """

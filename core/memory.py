@@ -115,8 +115,10 @@ _HEADER = (
     r"|\d{1,2}\s*\.\s*\d{1,2}\s*\.\s*(?:\d{2,4})?\s*\d{1,2}\s*:\s*\d{2}[\W_]*$"  # 05.04. 14:23
 )
 _FORGED_LINE = re.compile(
-    rf"[\W_]*?(?:{_HEADER}|(?:{'|'.join(_spelled(label) for label in _LABELS)})[^\w:\n]{{0,3}}:)"
+    rf"[\W_]*?(?:{_HEADER}|(?:{'|'.join(_spelled(label) for label in _LABELS)})"
+    rf"[^\w:\n{JOINED_LINE.strip()}]{{0,3}}:)"
 )
+_HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
 
 
 def neutralise(text: str) -> str:
@@ -143,8 +145,10 @@ def neutralise(text: str) -> str:
        before a `dd.mm.` date, or a whole line `05.04. 14:23`) or a label of
        the bridge (`User:`, `Bot:`, the heading, `Aktuelle Nachricht:`,
        `Aktuelle Zeit:`, `Current message:`, `Current time:`, any case, any
-       space before the colon) is joined to the line before: its line break,
-       with any blank lines just before it, becomes " ⏎ ".
+       space before the colon) is joined to the line before with " ⏎ ". The
+       line before is the nearest with a letter or digit (or the first line):
+       blank lines between are dropped, lines of only punctuation such as
+       "```" are joined along, so that no line starts like an entry line.
 
     Anything else is kept exactly: `<b>`, code, emoji, umlauts, RTL text and
     bidi controls (they cannot hide a line start: the skeleton drops them).
@@ -171,8 +175,13 @@ def _inert_tags(text: str) -> tuple[str, str]:
                 edits.append((*_source_span(origin, match.span("close")), ")"))
         if not edits:
             return text, folded
-        for start, end, replacement in sorted(edits, reverse=True):
-            text = text[:start] + replacement + text[end:]
+        pieces: list[str] = []
+        done = 0
+        for start, end, replacement in sorted(edits):
+            if start >= done:  # two matches never share a character; be sure
+                pieces += [text[done:start], replacement]
+                done = end
+        text = "".join([*pieces, text[done:]])
 
 
 def _source_span(origin: list[int], span: tuple[int, int]) -> tuple[int, int]:
@@ -188,11 +197,16 @@ def _inert_lines(text: str, folded: str) -> str:
             kept.append(line)
             kept_folded.append(folded_line)
             continue
-        while len(kept) > 1 and not kept_folded[-1].strip():
+        # Join onto the nearest line that starts with something a label or a
+        # date cannot continue (a letter or digit), or onto the first line:
+        # a line of only "---" or "```" would let the forgery start its line.
+        joined = [line]
+        while len(kept) > 1 and not _HAS_WORD.search(kept_folded[-1]):
+            if kept_folded[-1].strip():
+                joined.append(kept[-1])
             kept.pop()
             kept_folded.pop()
-        kept[-1] = f"{kept[-1]}{JOINED_LINE}{line}"
-        kept_folded[-1] = f"{kept_folded[-1]} {folded_line}"
+        kept[-1] = JOINED_LINE.join([kept[-1], *reversed(joined)])
     return "\n".join(kept)
 
 

@@ -109,9 +109,7 @@ class CancelNotices(Protocol):
         """Announce a message for conversation `key` received at `received_at`."""
         ...
 
-    def listen(
-        self, on_notice: Callable[[str, float], None]
-    ) -> AbstractAsyncContextManager[None]:
+    def listen(self, on_notice: Callable[[str, float], None]) -> AbstractAsyncContextManager[None]:
         """Call `on_notice(key, received_at)` for other replicas' notices while
         the block runs (subscribed once it is entered)."""
         ...

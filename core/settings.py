@@ -21,6 +21,9 @@ class EngineSettings:
     max_age: float = 24 * 3600
     user_chars: int = 500
     summary_chars: int = 300
+    max_message_chars: int = 8000
+    """A longer message reaches the provider cut to this many characters, with
+    a note saying so (`incoming.cut_for_prompt`); the ring keeps `user_chars`."""
     inject_entries: int = 5
     redeliver_within: float = 15 * 60
     """A message still unanswered this long after it arrived (the bot was down)

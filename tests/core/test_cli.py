@@ -209,3 +209,167 @@ def test_forget_reaches_data_from_before_the_identity_was_configured(
         content = file.read_bytes()
         assert b"Alte Nachricht" not in content, file
         assert b"Neue Nachricht" not in content, file
+
+
+# --- memory commands: only the store section, never a new store, honest forget ---------------
+
+SECRETS_UNSET = """
+memory:
+  path: data/chatbridge.db
+platforms:
+  telegram:
+    enabled: true
+    token: ${TELEGRAM_BOT_TOKEN}
+providers:
+  main:
+    type: openai
+    model: m
+    api_key: ${OPENAI_API_KEY}
+"""
+
+
+def test_memory_commands_need_no_platform_or_provider_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _chat(tmp_path, "Hallo\n", monkeypatch) == 0
+    (tmp_path / "chatbridge.yaml").write_text(SECRETS_UNSET)
+    capsys.readouterr()
+    code, _, err = _run(["config", "check"], capsys)
+    assert code == 2
+    assert "TELEGRAM_BOT_TOKEN" in err
+    code, out, err = _run(["memory", "show", "--user", "console:local"], capsys)
+    assert code == 0, err
+    assert [e["user_message"] for e in json.loads(out)] == ["Hallo"]
+    code, out, err = _run(["memory", "forget", "--user", "console:local"], capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith("erased 1 memory entry of console:local")
+
+
+def test_memory_commands_still_reject_unknown_top_level_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chatbridge.yaml").write_text("memroy:\n  path: x.db\n")
+    code, _, err = _run(["memory", "show", "--user", "console:local"], capsys)
+    assert code == 2
+    assert "memroy: unknown key; did you mean 'memory'?" in err
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "json"])
+@pytest.mark.parametrize("action", ["show", "export", "forget"])
+def test_memory_commands_never_create_a_store(
+    backend: str,
+    action: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chatbridge.yaml").write_text(f"memory:\n  backend: {backend}\n  path: st/m.db\n")
+    code, out, err = _run(["memory", action, "--user", "console:local"], capsys)
+    assert code == 1
+    assert out == ""
+    assert err == f"chatbridge: no store at {tmp_path / 'st' / 'm.db'}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chatbridge.yaml"]
+
+
+def test_memory_commands_find_the_store_beside_the_config_from_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf, elsewhere = tmp_path / "conf", tmp_path / "elsewhere"
+    conf.mkdir()
+    elsewhere.mkdir()
+    config = conf / "chatbridge.yaml"
+    config.write_text("memory:\n  path: state/bot.db\n")
+    assert _chat(conf, "Hallo\n", monkeypatch) == 0
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    who = ["--user", "console:local", "--config", str(config)]
+    code, out, err = _run(["memory", "show", *who], capsys)
+    assert code == 0, err
+    assert len(json.loads(out)) == 1
+    code, out, _ = _run(["memory", "forget", *who], capsys)
+    assert out.startswith("erased 1 memory entry")
+    assert list(elsewhere.iterdir()) == []
+    code, out, _ = _run(["memory", "forget", *who], capsys)
+    assert code == 0
+    assert out == "nothing stored for console:local (console:local); nothing erased\n"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+UNSAFE = "Hallo \x1b[2J\x1b]0;pwned\x07 \x9b31m \u202etxt.exe \u200b\ud800 Ende"
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_stored_escape_sequences_never_reach_stdout_raw(
+    terminal: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "chatbridge.yaml").write_text("memory:\n  backend: json\n  path: memory.json\n")
+    entry = {
+        "timestamp": 1743854580.0,
+        "user_message": UNSAFE,
+        "assistant_summary": UNSAFE,
+        "session_name": "console:local::local",
+        "workdir": "",
+        "user": "console:local",
+        "scope": "private",
+    }
+    (tmp_path / "memory.json").write_text(json.dumps([entry]))
+    monkeypatch.chdir(tmp_path)
+    for action in ("show", "export"):
+        stdout = _Terminal() if terminal else io.StringIO()
+        monkeypatch.setattr("sys.stdout", stdout)
+        assert main(["memory", action, "--user", "console:local"], environ={}) == 0
+        out = stdout.getvalue()
+        assert out.isascii() or all(ch.isprintable() or ch == "\n" for ch in out)
+        for raw in ("\x1b", "\x07", "\x9b", "\u202e", "\u200b", "\ud800"):
+            assert raw not in out
+        assert "\\u001b[2J" in out
+        assert json.loads(out)[0]["user_message"] == UNSAFE  # still valid JSON, same text
+
+
+# --- the example config, copied as its header says, on a machine with no keys ---------------
+
+EXAMPLE = Path(__file__).parents[2] / "config" / "chatbridge.example.yaml"
+
+
+def test_the_example_config_works_with_no_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chatbridge.yaml").write_text(EXAMPLE.read_text())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(["config", "check"], capsys)
+    assert code == 0, err
+    assert out.startswith(f"{tmp_path / 'chatbridge.yaml'}: ok")
+    assert "platforms none" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hallo\n"))
+    assert main(["chat"], environ={}) == 0
+    out, err = capsys.readouterr()
+    assert "provider: debug" in out.splitlines()[0]
+    assert "Hallo" in out
+    assert (tmp_path / "data" / "chatbridge.db").is_file()
+
+
+def test_the_example_config_with_telegram_on_names_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = EXAMPLE.read_text().replace(
+        "    enabled: false          # connect to Telegram", "    enabled: true"
+    )
+    (tmp_path / "chatbridge.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    for argv in (["config", "check"], ["chat"]):
+        code, out, err = _run(argv, capsys)
+        assert code == 2
+        assert out == ""
+        (line,) = err.strip().splitlines()
+        assert line.endswith(
+            "platforms.telegram.token: environment variable TELEGRAM_BOT_TOKEN is not set"
+        )

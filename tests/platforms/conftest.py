@@ -8,7 +8,7 @@ scenario tests drive the real engine.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -19,10 +19,9 @@ from chatbridge.core.engine import Engine
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
-
 from tests.support.fake_telegram import FakeTelegram
 
-Reply = Callable[[IncomingMessage, Outbox], Awaitable[None]]
+Reply = Callable[[IncomingMessage, Outbox], Coroutine[Any, Any, None]]
 Launch = Callable[..., Awaitable[TelegramPlatform]]
 WEBHOOK_SECRET = "s3cret_Token-1"
 

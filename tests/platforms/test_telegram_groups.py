@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chatbridge.core.models import ChatKind
 
+from chatbridge.core.models import ChatKind
 from tests.platforms.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from chatbridge.core.models import IncomingMessage
-from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
-from chatbridge.platforms._runtime import ChatGate
-from chatbridge.platforms.telegram import TelegramOutbox, message_ref
 from telegram import Bot
 
+from chatbridge.core.models import IncomingMessage
+from chatbridge.platforms._runtime import ChatGate
+from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
+from chatbridge.platforms.telegram import TelegramOutbox, message_ref
 from tests.platforms.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 
@@ -75,9 +75,7 @@ async def test_flood_control_delays_later_calls_into_that_chat_only(
 ) -> None:
     fake.push_text(200, 200, "hi")
     gate = ChatGate()  # the platform shares one between all its outboxes
-    first, later, other = (
-        TelegramOutbox(bot, chat, gate=gate) for chat in (CHAT, CHAT, 200)
-    )
+    first, later, other = (TelegramOutbox(bot, chat, gate=gate) for chat in (CHAT, CHAT, 200))
     fake.fail_next("sendMessage", retry_after=1)
     with pytest.raises(DeliveryRetry):
         await first.send("refused")

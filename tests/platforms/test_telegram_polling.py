@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from chatbridge.core.models import ChatKind, IncomingMessage
 from chatbridge.core.ports import PlatformStartFailed
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
-
 from tests.platforms.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 from aiohttp import web
-from chatbridge.core.models import IncomingMessage
-from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from pydantic import SecretStr
 
+from chatbridge.core.models import IncomingMessage
+from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from tests.platforms.conftest import WEBHOOK_SECRET, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 
@@ -159,7 +159,8 @@ async def test_update_the_inbox_could_not_take_is_not_acknowledged(
         update = fake.make_update(100, 100, "keep me")
         # 503: Telegram keeps the update and sends it again later.
         assert await fake.post_webhook(served.url, update, secret=WEBHOOK_SECRET) == 503
-        assert inbox.attempts == 1 and inbox.handled == []
+        assert inbox.attempts == 1
+        assert inbox.handled == []
         inbox.down = False
         assert await fake.post_webhook(served.url, update, secret=WEBHOOK_SECRET) == 200
         await fake.wait_for(lambda: fake.bot_texts(100) == ["echo: keep me"])

@@ -62,7 +62,7 @@ platforms:
 memory:
   backend: sqlite
   path: {db}
-  max_entries: 100000
+  max_entries: 10000
   max_age: 1d
 access:
   allow: [{allow}]

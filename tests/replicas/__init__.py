@@ -1,0 +1,1 @@
+"""Several engines (replicas) sharing one Redis behave as one bot."""
