@@ -97,6 +97,7 @@ class Answerer:
             await reply.finish(answer)
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
+            await self._tell_undelivered(outbox)
             await self._store.inbox_done(entry.key)
             return "undelivered"
         except asyncio.CancelledError:
@@ -115,6 +116,13 @@ class Answerer:
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
         return "answered"
+
+    async def _tell_undelivered(self, outbox: Outbox) -> None:
+        """One short notice, one attempt: the platform refused the answer itself."""
+        try:
+            await outbox.send(self._settings.say("undelivered"))
+        except DeliveryError as exc:
+            log.warning("the undelivered notice was refused too: %s", exc)
 
     async def _show_cut(self, reply: StreamingReply) -> None:
         notice = self._settings.say("cut_by_restart")

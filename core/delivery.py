@@ -22,8 +22,8 @@ __all__ = ["StreamingReply", "split_message"]
 log = logging.getLogger(__name__)
 
 FENCE = "```"
-MAX_DELIVERY_ATTEMPTS = 5
-MAX_RETRY_WAIT = 60.0
+MAX_RETRY_WAIT = 60.0  # one "retry after" longer than this is capped
+FLOOD_BUDGET = 180.0  # total time the final delivery waits out flood control
 MIN_FENCED_LIMIT = 64  # real limits are 2000 (Discord) to 40 000 (Slack)
 
 
@@ -186,21 +186,28 @@ class StreamingReply:
             await self._pause(max(interval, self._blocked_until - self._monotonic()))
 
     async def finish(self, text: str | None = None) -> None:
-        """Deliver the final text (default: everything pushed), waiting out floods."""
+        """Deliver the final text (default: everything pushed), waiting out floods.
+
+        Flood control is waited out for up to `FLOOD_BUDGET` seconds in all;
+        past that the `DeliveryRetry` is raised, never swallowed.
+        """
         self._closing = True
         self._wake.set()
         if self._progress is not None:
             await self._progress  # never raises: _show_progress keeps its errors
         if text is not None:
             self._text = text
-        for attempt in range(1, MAX_DELIVERY_ATTEMPTS + 1):
+        waited = 0.0
+        while True:
             try:
                 await self._show(self._text, final=True)
                 return
             except DeliveryRetry as exc:
-                if attempt == MAX_DELIVERY_ATTEMPTS:
-                    raise
-                self._blocked_until = self._monotonic() + min(exc.retry_after, MAX_RETRY_WAIT)
+                pause = min(exc.retry_after, MAX_RETRY_WAIT)
+                if waited + pause > FLOOD_BUDGET:
+                    raise  # the caller tells the user, where the platform lets it
+                waited += pause
+                self._blocked_until = self._monotonic() + pause
 
     async def aclose(self) -> None:
         if self._progress is not None and not self._progress.done():

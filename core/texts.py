@@ -27,6 +27,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "internal_error": (
             "Sorry, something went wrong on my side; the admin can see why in the log."
         ),
+        "undelivered": (
+            "Sorry, the chat service would not take my answer (rate limit or refusal); "
+            "please ask again in a moment."
+        ),
         "not_stored": (
             "(I could not store this exchange, so I will not remember it; the admin has been told.)"
         ),
@@ -75,6 +79,10 @@ TEXTS: dict[str, dict[str, str]] = {
         ),
         "internal_error": (
             "Entschuldige, bei mir ist etwas schiefgegangen; der Admin sieht im Log, warum."
+        ),
+        "undelivered": (
+            "Entschuldige, der Chatdienst hat meine Antwort nicht angenommen (Ratenlimit "
+            "oder Ablehnung); bitte frag gleich noch einmal."
         ),
         "not_stored": (
             "(Diesen Austausch konnte ich nicht speichern, ich werde mich nicht daran "

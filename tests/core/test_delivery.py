@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from chatbridge.core.delivery import StreamingReply, split_message
-from chatbridge.platforms.base import DeliveryRetry
 
-from tests.support.fakes import RecordingOutbox
+from chatbridge.core.delivery import StreamingReply, split_message
+from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.core.ports import DeliveryError, DeliveryRetry
+from tests.support.fakes import RecordingOutbox, ScriptedProvider
+from tests.support.testbot import make_testbot
 
 
 def _fences_balanced(chunk: str) -> bool:
@@ -205,16 +208,6 @@ async def test_flood_control_during_streaming_holds_every_later_call() -> None:
     assert outbox.last == "first second"
 
 
-async def test_final_delivery_gives_up_after_repeated_floods() -> None:
-    async def sleep(seconds: float) -> None:
-        return None
-
-    outbox = RecordingOutbox()
-    outbox.floods = [1.0] * 10
-    with pytest.raises(DeliveryRetry):
-        await StreamingReply(outbox, sleep=sleep).finish("text")
-
-
 def test_limits_can_count_utf16_units_like_telegram() -> None:
     def utf16(text: str) -> int:
         return len(text.encode("utf-16-le")) // 2
@@ -252,3 +245,56 @@ def test_tiny_limits_always_terminate_and_respect_the_limit(limit: int) -> None:
     chunks = split_message(text, limit)
     assert all(len(chunk) <= limit for chunk in chunks)
     assert "".join("".join(chunks).split()).count("x=1") >= 30
+
+
+async def test_flood_control_is_waited_out_within_the_budget_then_raised() -> None:
+    outbox = RecordingOutbox(edit_interval=None)
+    outbox.floods = [60.0, 60.0, 60.0, 60.0]  # 4 x 60 s > FLOOD_BUDGET (180 s)
+    now = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    reply = StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep)
+    with pytest.raises(DeliveryRetry):
+        await reply.finish("Hallo")
+    assert sum(slept) == pytest.approx(180.0), "it gave up before the budget was spent"
+    assert outbox.messages == []
+
+
+async def test_flood_control_within_the_budget_delivers_the_answer() -> None:
+    outbox = RecordingOutbox(edit_interval=None)
+    outbox.floods = [60.0, 60.0, 59.0]
+    now = [100.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    await StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep).finish("Hallo")
+    assert outbox.texts == ["Hallo"]
+
+
+async def test_an_answer_the_platform_will_not_take_gets_one_notice(tmp_path: Path) -> None:
+    bot = await make_testbot(tmp_path, provider=ScriptedProvider("Antwort"), allow=("telegram:1",))
+    outbox = RejectingOutbox()
+    message = IncomingMessage(Conversation("telegram", "1", "1"), "Frage", event_id="9")
+    await bot.engine.handle(message, outbox)
+    assert outbox.attempts == ["Antwort", bot.engine.settings.say("undelivered")]
+    assert await bot.engine.store.ring("telegram:1", since=0.0) == []
+    await bot.engine.store.aclose()
+
+
+class RejectingOutbox(RecordingOutbox):
+    """Refuses the answer for good; takes the notice that follows."""
+
+    def __init__(self) -> None:
+        super().__init__(edit_interval=None)
+        self.attempts: list[str] = []
+
+    async def send(self, text: str) -> str:
+        self.attempts.append(text)
+        if len(self.attempts) == 1:
+            raise DeliveryError("telegram sendMessage: Forbidden: bot was blocked by the user")
+        return await super().send(text)

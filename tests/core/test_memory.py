@@ -5,6 +5,7 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 import pytest
+
 from chatbridge.core.memory import build_bridge, cut_summary, cut_text, neutralise, visible_entries
 from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
 
