@@ -137,6 +137,7 @@ class StreamingReply:
         self._progress: asyncio.Task[None] | None = None
         self._closing = False
         self._wake = asyncio.Event()  # cuts a progress pause short when finishing
+        self._changed = asyncio.Event()  # set by every push
 
     @property
     def text(self) -> str:
@@ -154,6 +155,7 @@ class StreamingReply:
 
     async def push(self, delta: str) -> None:
         self._text += delta
+        self._changed.set()
         if self._outbox.limits.edit_interval is None or not self._text.strip():
             return
         if self._progress is None and not self._closing:
@@ -164,6 +166,16 @@ class StreamingReply:
         if seconds > 0 and not self._closing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _until_changed(self) -> None:
+        """Wait for new text (or `finish`), so an unchanged reply never spins."""
+        self._changed.clear()
+        waits = [asyncio.ensure_future(e.wait()) for e in (self._changed, self._wake)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def _show_progress(self) -> None:
         """Show the latest text every interval while it keeps changing, so a
@@ -184,6 +196,8 @@ class StreamingReply:
                     log.info("progress edit refused (%s); the final text will follow", exc)
                     return
             await self._pause(max(interval, self._blocked_until - self._monotonic()))
+            if self._text == shown:
+                await self._until_changed()
 
     async def finish(self, text: str | None = None) -> None:
         """Deliver the final text (default: everything pushed), waiting out floods.

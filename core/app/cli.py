@@ -213,14 +213,21 @@ async def _forget(store: Store, user: str, keys: list[str]) -> str:
 
 
 async def _run(
-    config: ChatbridgeConfig, environ: Mapping[str, str], redactor: SecretRedactor
+    args: argparse.Namespace,
+    config: ChatbridgeConfig,
+    environ: Mapping[str, str],
+    redactor: SecretRedactor,
 ) -> int:
     from chatbridge.core.app.serve import serve
 
     def say(sentence: str) -> None:
         _fail(sentence, EXIT_FAILED, redactor)
 
-    return await serve(config, environ=environ, say=say)
+    def reload() -> ChatbridgeConfig:
+        """SIGHUP: the same file `run` started from, read again."""
+        return _load(args, environ)[0]
+
+    return await serve(config, environ=environ, say=say, reload=reload, on_secrets=redactor.add)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -248,7 +255,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             if missing is not None:
                 return _fail(visible(f"no store at {missing}"), EXIT_FAILED, redactor)
             return asyncio.run(_memory(args, config))
-        return asyncio.run(_run(config, environ, redactor))
+        return asyncio.run(_run(args, config, environ, redactor))
     except StoreError as exc:
         return _fail(str(exc), EXIT_FAILED, redactor)
     except KeyboardInterrupt:

@@ -34,6 +34,11 @@ class SecretRedactor(logging.Filter):
         # Longest first so a token containing another secret is fully masked.
         self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
 
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask these too (a reloaded config may carry new secrets)."""
+        merged = set(self._secrets) | {s for s in secrets if len(s) >= 6}
+        self._secrets = sorted(merged, key=len, reverse=True)
+
     def redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)

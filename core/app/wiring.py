@@ -86,6 +86,7 @@ def settings_from_config(config: ChatbridgeConfig) -> EngineSettings:
         summary_chars=config.memory.summary_chars,
         inject_entries=config.memory.inject_entries,
         redeliver_within=config.engine.redeliver_within,
+        max_message_chars=config.engine.max_message_chars,
     )
 
 

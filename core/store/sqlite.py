@@ -42,6 +42,11 @@ SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, 
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
 # A forget at or after the session's start: the exchange must not be written.
 _FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
+# Read paths check what they decode (`_sqlite_check.typed`), naming columns only.
+_typed = _sqlite_check.typed
+_RING_COLS = "timestamp user_message assistant_summary session_name workdir user scope"
+_SESSION_COLS = "user started_at last_active"
+_INBOX_COLS = "key received_at message answer sent"
 _TOMBSTONE = """
 INSERT INTO forgotten(user_hash, at) VALUES (?, ?)
 ON CONFLICT(user_hash) DO UPDATE SET at = max(at, excluded.at)"""
@@ -114,8 +119,9 @@ class SqliteStore:
         )
         if not rows:
             return None
-        user, started_at, last_active = rows[0]
+        user, started_at, last_active = _typed(self._path, "sessions", _SESSION_COLS, rows)[0]
         turns = self._read("SELECT role, content FROM turns WHERE key = ? ORDER BY id", (key,))
+        _typed(self._path, "turns", "role content", turns)
         return Session(key, user, started_at, last_active, [Turn(r, c) for r, c in turns])
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
@@ -160,7 +166,7 @@ class SqliteStore:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
         if not user:
             return []
-        rows = self._read(_RING, (user, since, self._max))
+        rows = _typed(self._path, "ring", _RING_COLS, self._read(_RING, (user, since, self._max)))
         return [MemoryEntry(*row) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
@@ -192,6 +198,7 @@ class SqliteStore:
         rows = self._read(
             "SELECT input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?", (user, day)
         )
+        _typed(self._path, "usage", "input_tokens output_tokens", rows)
         return Usage(*rows[0]) if rows else Usage()
 
     async def inbox_add(self, entry: InboxEntry) -> bool:
@@ -212,7 +219,7 @@ class SqliteStore:
             _sqlite_inbox.done(db, key, time.time())
 
     async def inbox_pending(self) -> list[InboxEntry]:
-        rows = self._read(_sqlite_inbox.PENDING, ())
+        rows = _typed(self._path, "inbox", _INBOX_COLS, self._read(_sqlite_inbox.PENDING, ()))
         try:
             return _sqlite_inbox.entries(rows)
         except ValueError as err:

@@ -1,0 +1,230 @@
+"""Three `chatbridge run` processes on one Redis behave as one Telegram bot.
+
+Each replica is a real `chatbridge run` child with its own `server.port` and
+Telegram in webhook mode (its own webhook URL, one shared secret), the Redis
+store on a test database of its own (the config has no key-prefix setting, so
+the test takes Redis DB `DB` and FLUSHDBs it before and after), and one
+`FakeOpenAI` whose answers quote the user's text, so the Nth answer in the chat
+shows which message it answers. A sampler watches the fake's open streams:
+one conversation must never stream twice at once.
+
+Lease ttl: the config has no `engine.lease_ttl` (sections forbid unknown
+keys), and `engine_from_config` falls back to `DEFAULT_LEASE_TTL` (30 s). The
+children therefore start through `LAUNCH`, which sets that module default to
+`TTL` and then runs the same `main()` as `python -m chatbridge run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis
+
+from tests.core.store.helpers import redis_unavailable
+from tests.support.cli import clean_env, free_port
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.sse import Body, Reply
+
+pytestmark = pytest.mark.slow
+
+ALICE = 579304651
+DB = 7
+REDIS_URL = f"redis://127.0.0.1:6379/{DB}"
+SECRET = "s3cret-Replica"
+TTL = 2.0
+LAUNCH = (
+    "import sys; import chatbridge.core.app.wiring as w; "
+    f"w.DEFAULT_LEASE_TTL = {TTL!r}; "
+    "from chatbridge.core.app.cli import main; sys.exit(main())"
+)
+
+
+def answer_to(text: str) -> str:
+    # "lang" asks for a slow answer (~2.5 s), long enough to kill its replica mid-stream.
+    tail = " und weiter" * 24 if "lang" in text else " fertig"
+    return f"Antwort auf «{text}»:{tail}."
+
+
+def _reply(body: Body) -> str:
+    return answer_to(str(body["messages"][-1]["content"]))
+
+
+def config(openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> str:
+    return f"""
+engine:
+  shutdown_grace: 10s
+memory:
+  backend: redis
+  url: {REDIS_URL}
+  inject_entries: 0
+providers:
+  main:
+    type: openai
+    model: gpt-test
+    api_key: sk-test
+    base_url: {openai.base_url}
+platforms:
+  telegram:
+    enabled: true
+    base_url: {telegram.base_url}
+    mode: webhook
+    webhook_url: http://127.0.0.1:{port}/telegram/webhook
+    webhook_secret: {SECRET}
+    edit_interval: 0.5s
+access:
+  allow: [telegram:{ALICE}]
+server:
+  port: {port}
+"""
+
+
+@dataclass
+class Replica:
+    process: asyncio.subprocess.Process
+    port: int
+
+    @property
+    def webhook(self) -> str:
+        return f"http://127.0.0.1:{self.port}/telegram/webhook"
+
+
+def flushdb() -> None:
+    with redis.Redis.from_url(REDIS_URL) as client:
+        client.flushdb()
+
+
+@pytest.fixture
+def redis_db() -> Iterator[None]:
+    reason = redis_unavailable()
+    if reason:
+        pytest.skip(reason)
+    flushdb()
+    yield
+    flushdb()
+
+
+async def start_replica(root: Path, n: int, openai: FakeOpenAI, telegram: FakeTelegram) -> Replica:
+    port = free_port()
+    home = root / f"replica{n}"
+    home.mkdir()
+    (home / "chatbridge.yaml").write_text(config(openai, telegram, port))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LAUNCH, "run", cwd=home,
+        env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    return Replica(process, port)
+
+
+async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: float = 20) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        if replica.process.returncode is not None:
+            _, err = await replica.process.communicate()
+            raise AssertionError(f"replica exited {replica.process.returncode}: {err.decode()}")
+        with contextlib.suppress(aiohttp.ClientError):
+            async with http.get(f"http://127.0.0.1:{replica.port}/readyz") as response:
+                if response.status == 200:
+                    return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"replica on port {replica.port} not ready in {within} s")
+        await asyncio.sleep(0.1)
+
+
+class StreamSampler:
+    """Largest `open_streams` seen, sampled every 5 ms."""
+
+    def __init__(self, openai: FakeOpenAI) -> None:
+        self.openai, self.peak, self.samples = openai, 0, 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, self.openai.open_streams)
+            self.samples += 1
+            await asyncio.sleep(0.005)
+
+    def __enter__(self) -> StreamSampler:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
+    tmp_path: Path, redis_db: None
+) -> None:
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        openai.script(*[Reply(text=_reply, chunk_chars=6, chunk_delay=0.05)] * 40)
+        replicas = [await start_replica(tmp_path, n, openai, telegram) for n in range(3)]
+        try:
+            async with aiohttp.ClientSession() as http:
+                await asyncio.gather(*(wait_ready(http, r) for r in replicas))
+            with StreamSampler(openai) as sampler:
+                # Phase 1: six messages round-robin, posted back to back.
+                texts = [f"m{i} Wo bleibt Paket {i}?" for i in range(1, 7)]
+                for i, text in enumerate(texts):
+                    update = telegram.make_update(ALICE, ALICE, text)
+                    url = replicas[i % 3].webhook
+                    assert await telegram.post_webhook(url, update, secret=SECRET) == 200
+                expected = [answer_to(t) for t in texts]
+                await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) >= 6, within=15)
+                await asyncio.sleep(0.3)  # a duplicate answer would show by now
+                assert telegram.bot_texts(ALICE) == expected, "not each answered once, in order"
+                assert [r.body["messages"][-1]["content"] for r in openai.requests] == texts
+
+                # Phase 2: kill the replica streaming m7, post m8 to another one.
+                victim, survivor = replicas[0], replicas[1]  # m7 goes to victim's webhook
+                slow = "m7 lang: Status der Sendung?"
+                update = telegram.make_update(ALICE, ALICE, slow)
+                assert await telegram.post_webhook(victim.webhook, update, secret=SECRET) == 200
+                # Its first part is on screen (and its message id in the inbox entry).
+                await telegram.wait_for(
+                    lambda: len(telegram.bot_texts(ALICE)) == 7 and openai.open_streams == 1,
+                    within=10,
+                )
+                await asyncio.sleep(0.3)
+                partial = telegram.bot_texts(ALICE)[-1]
+                assert partial != answer_to(slow), "m7 finished before the kill"
+                victim.process.send_signal(signal.SIGKILL)
+                await victim.process.wait()
+                killed_at = time.monotonic()
+                after = "m8 Danke!"
+                update = telegram.make_update(ALICE, ALICE, after)
+                assert await telegram.post_webhook(survivor.webhook, update, secret=SECRET) == 200
+                expected += [answer_to(slow), answer_to(after)]
+                await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == expected, within=15)
+                recovered = time.monotonic() - killed_at
+                await asyncio.sleep(0.3)
+                assert telegram.bot_texts(ALICE) == expected
+            assert sampler.samples > 100
+            assert sampler.peak <= 1, "two streams for one conversation at once"
+            # m7 streamed twice (cut by the kill, then again by a survivor), m8 once.
+            asked = [r.body["messages"][-1]["content"] for r in openai.requests]
+            assert asked == [*texts, slow, slow, after]
+            # Lease expiry (ttl) + one sweep interval (ttl) + the slow answer (~2.5 s).
+            assert recovered < 2 * TTL + 4, f"took {recovered:.1f} s after the kill"
+            print(f"recovered {recovered:.1f} s after SIGKILL (lease ttl {TTL} s)")
+        finally:
+            for replica in replicas:
+                if replica.process.returncode is None:
+                    replica.process.send_signal(signal.SIGTERM)
+            codes = []
+            for replica in replicas:
+                _, stderr = await asyncio.wait_for(replica.process.communicate(), 20)
+                codes.append((replica.process.returncode, stderr.decode()[-2000:]))
+    assert codes[0][0] == -signal.SIGKILL
+    for code, tail in codes[1:]:
+        assert code == 0, tail
