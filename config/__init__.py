@@ -20,6 +20,7 @@ from ._models import (
 )
 from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
 from ._providers import ProviderConfig, ProvidersConfig
+from ._secret_files import SecretFileError, env_secret
 from ._summary import describe_store, summarize
 from ._urls import mask_url, url_secrets
 
@@ -37,10 +38,12 @@ __all__ = [
     "PlatformsConfig",
     "ProviderConfig",
     "ProvidersConfig",
+    "SecretFileError",
     "ServerConfig",
     "SlackConfig",
     "TelegramConfig",
     "describe_store",
+    "env_secret",
     "load_config",
     "load_config_text",
     "mask_url",

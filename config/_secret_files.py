@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "FILE_SUFFIX",
     "MAX_SECRET_BYTES",
     "SecretFileError",
+    "env_secret",
     "read_file_keys",
     "read_secret_file",
     "split_file_keys",
@@ -124,3 +126,19 @@ def read_file_keys(data: Any, *, base_dir: Path | None) -> list[tuple[Loc, str]]
         except SecretFileError as exc:
             problems.append(((*loc, key), str(exc)))
     return problems
+
+
+def env_secret(environ: Mapping[str, str], variable: str) -> str:
+    """`$variable`, else the content of the file `$variable_FILE` names, else "".
+
+    Raises `SecretFileError` when both are set or the file cannot be used.
+    """
+    value = environ.get(variable, "").strip()
+    path = environ.get(f"{variable}_FILE", "").strip()
+    if value and path:
+        raise SecretFileError(
+            f"environment variables {variable} and {variable}_FILE are both set; use one"
+        )
+    if path:
+        return read_secret_file(Path(path)).strip()
+    return value

@@ -258,6 +258,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return asyncio.run(_run(args, config, environ, redactor))
     except StoreError as exc:
         return _fail(str(exc), EXIT_FAILED, redactor)
+    except ConfigError as exc:  # found only while wiring (an API key file from the environment)
+        print(redactor.redact(str(exc)), file=sys.stderr)
+        return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK
     except BrokenPipeError:

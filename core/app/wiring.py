@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chatbridge.config import ChatbridgeConfig, ProviderConfig, url_secrets
+from chatbridge.config import (
+    ChatbridgeConfig,
+    ConfigError,
+    ConfigIssue,
+    ProviderConfig,
+    SecretFileError,
+    env_secret,
+    url_secrets,
+)
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.engine import DEFAULT_LEASE_TTL, Engine
@@ -43,6 +51,19 @@ class ProviderChoice:
 AUTO_MODELS = {"openai": "gpt-5.4-mini", "anthropic": "claude-sonnet-4-6"}
 
 
+AUTO_KEYS = (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"))
+
+
+def auto_key(environ: Mapping[str, str], variable: str) -> str:
+    """An API key from `$VAR` or the file `$VAR_FILE` names; a bad file is a `ConfigError`."""
+    try:
+        return env_secret(environ, variable)
+    except SecretFileError as exc:
+        raise ConfigError(
+            [ConfigIssue(file="environment", line=None, path=variable, message=str(exc))]
+        ) from None
+
+
 def choose_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> ProviderChoice:
     """The configured chain; without one: OpenAI, then Anthropic by API key, else debug."""
     providers = config.providers
@@ -54,8 +75,8 @@ def choose_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Pro
             for name in names
         )
         return ProviderChoice(chain, described)
-    for kind, variable in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")):
-        key = environ.get(variable, "").strip()
+    for kind, variable in AUTO_KEYS:
+        key = auto_key(environ, variable)
         if key:
             # The config model's own defaults (timeout, retries, max_tokens) apply.
             auto = ProviderConfig.model_validate(
@@ -169,6 +190,7 @@ def secrets_of(config: ChatbridgeConfig, environ: Mapping[str, str]) -> Iterator
 
     yield from walk(config)
     yield from url_secrets(config.memory.url)
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-        if environ.get(variable):
-            yield environ[variable]
+    for _, variable in AUTO_KEYS:
+        with contextlib.suppress(ConfigError):
+            if key := auto_key(environ, variable):
+                yield key

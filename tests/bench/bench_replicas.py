@@ -147,7 +147,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def run_replicas(count: int, users: int, messages: int) -> dict[str, float]:
     flushdb()
-    async with WatchedTelegram() as telegram, FakeOpenAI() as openai:
+    telegram = WatchedTelegram()
+    async with telegram, FakeOpenAI() as openai:
         steps = users * messages + users + count
         openai.script(*[Reply(text=_reply, chunk_chars=8, chunk_delay=CHUNK_DELAY)] * (steps + 50))
         ports = [free_port() for _ in range(count)]
@@ -165,7 +166,7 @@ async def run_replicas(count: int, users: int, messages: int) -> dict[str, float
                         env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
                         stdout=asyncio.subprocess.DEVNULL,
                         stderr=asyncio.subprocess.PIPE,
-                    )  # fmt: skip
+                    )
                 )
             urls = [f"http://127.0.0.1:{p}/telegram/webhook" for p in ports]
             headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}

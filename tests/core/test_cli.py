@@ -373,3 +373,35 @@ def test_the_example_config_with_telegram_on_names_what_to_set(
         assert line.endswith(
             "platforms.telegram.token: environment variable TELEGRAM_BOT_TOKEN is not set"
         )
+
+
+def test_an_api_key_from_a_file_named_by_the_environment_is_used_and_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_file = tmp_path / "openai_key"
+    key_file.write_text("sk-from-a-file-123456\n")
+    env = {"OPENAI_API_KEY_FILE": str(key_file)}
+    (tmp_path / "c.yaml").write_text("bot: {language: en}\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(""))
+        assert main(["chat", "--config", str(tmp_path / "c.yaml")], environ=env) == 0
+    out = capsys.readouterr()
+    assert "openai gpt-5.4-mini (from OPENAI_API_KEY)" in out.out
+    assert "sk-from-a-file-123456" not in out.out + out.err
+
+
+def test_both_an_api_key_and_its_file_is_one_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_file = tmp_path / "openai_key"
+    key_file.write_text("sk-other-key-987654\n")
+    (tmp_path / "c.yaml").write_text("bot: {language: en}\n")
+    env = {"OPENAI_API_KEY": "sk-inline-key-555555", "OPENAI_API_KEY_FILE": str(key_file)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(""))
+        assert main(["chat", "--config", str(tmp_path / "c.yaml")], environ=env) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY and OPENAI_API_KEY_FILE are both set" in err
+    assert "Traceback" not in err
+    assert "sk-inline-key-555555" not in err
+    assert "sk-other-key-987654" not in err
