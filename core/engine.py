@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -32,6 +33,7 @@ from chatbridge.core.answer import Answerer
 from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
+from chatbridge.core.incoming import clean_text
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
@@ -143,6 +145,9 @@ class Engine:
     async def _accept(self, message: IncomingMessage, key: str) -> bool:
         if self._draining:
             raise NotAccepting("shutting down")
+        # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
+        # made safe before it is stored, so no store or SDK can choke on it.
+        message = dataclasses.replace(message, text=clean_text(message.text))
         entry = InboxEntry(key, message, received_at=self.clock.now())
         if not await self.store.inbox_add(entry):
             log.info("dropped redelivered event %s", message.event_id)

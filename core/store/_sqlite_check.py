@@ -30,6 +30,7 @@ then still pass `integrity_check` and hold our tables and schema version.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import struct
@@ -213,6 +214,12 @@ def _damaged_column(db: sqlite3.Connection, names: set[str]) -> str | None:
 _PYTHON = {"text": str, "real": float, "integer": int, "null": type(None)}
 
 
+@functools.cache
+def _allowed(table: str, columns: str) -> tuple[tuple[str, ...], tuple[frozenset[type], ...]]:
+    names = tuple(columns.split())
+    return names, tuple(frozenset(_PYTHON[k] for k in COLUMNS[table][c]) for c in names)
+
+
 def typed(
     path: Path, table: str, columns: str, rows: list[tuple[Any, ...]]
 ) -> list[tuple[Any, ...]]:
@@ -223,9 +230,10 @@ def typed(
     must not reach a caller that would format or log it. A few µs per ring.
     """
     if rows:
-        for col, values in zip(columns.split(), zip(*rows, strict=True), strict=True):
-            allowed = {_PYTHON[k] for k in COLUMNS[table][col]}
-            if not set(map(type, values)) <= allowed:
+        for col, allowed, values in zip(
+            *_allowed(table, columns), zip(*rows, strict=True), strict=True
+        ):
+            if not allowed.issuperset(map(type, values)):
                 raise damaged_row(path, f"{table}.{col} holds a wrong type")
     return rows
 

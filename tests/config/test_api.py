@@ -145,6 +145,8 @@ def test_public_api_is_reexported() -> None:
         "AccessConfig",
         "ServerConfig",
         "LoggingConfig",
+        "SecretFileError",
+        "env_secret",
         "Duration",
         "ConfigError",
         "ConfigIssue",

@@ -137,9 +137,6 @@ async def test_a_lone_surrogate_and_a_nul_get_an_answer_and_a_ring_entry(tmp_pat
         await bot.engine.store.aclose()
 
 
-@pytest.mark.xfail(
-    reason="the engine must call incoming.clean_text in accept, before inbox_add", strict=True
-)
 async def test_raw_hostile_text_through_the_engine(tmp_path: Path) -> None:
     bot = await make_testbot(tmp_path)
     try:

@@ -13,6 +13,7 @@ from chatbridge.core.store import StoreCorrupt, StoreError
 from tests.core.store.helpers import exchange, new_store, opened, snapshot, store_path
 
 GARBAGE = bytes(range(256)) * 64
+SECRET = "private-9d2b"  # in every stored text; an error must never quote it
 Damage = Callable[[Path], Awaitable[Path]]  # damages the store at `path`, returns the bad file
 
 
@@ -20,7 +21,7 @@ async def _real_store(backend: str, path: Path) -> None:
     store = await opened(backend, path)
     # SQLite: several pages, so truncation can cut on a page boundary; JSON writes are slow.
     for i in range(40 if backend == "sqlite" else 4):
-        await store.commit_exchange(exchange(f"message {i} " + "x" * 300, user=f"u{i}"))
+        await store.commit_exchange(exchange(f"{SECRET} {i} " + "x" * 300, user=f"u{i}"))
     await store.aclose()
 
 
@@ -115,6 +116,10 @@ def _state_file(backend: str, text: bytes) -> Damage:
     return damage
 
 
+_BAD_INBOX_ROW = (
+    f"INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:1', 1, '[\"{SECRET}', '[]')"
+)
+
 CASES: dict[str, tuple[str, Callable[[str], Damage]]] = {
     "sqlite-garbage": ("sqlite", lambda b: _write(GARBAGE)),
     "sqlite-text": ("sqlite", lambda b: _write(b"hello, I am not a database\n" * 200)),
@@ -125,6 +130,11 @@ CASES: dict[str, tuple[str, Callable[[str], Damage]]] = {
     "sqlite-bad-page": ("sqlite", lambda b: _mangle(b, _bad_page)),
     "sqlite-foreign": ("sqlite", lambda b: _mangle(b, _foreign_db)),
     "sqlite-foreign-hot-wal": ("sqlite", lambda b: _foreign_with_hot_wal),
+    "sqlite-blob-text": (
+        "sqlite",
+        lambda b: _mangle(b, _sql(f"UPDATE ring SET user_message = CAST('{SECRET}' AS BLOB)")),
+    ),
+    "sqlite-inbox-json": ("sqlite", lambda b: _mangle(b, _sql(_BAD_INBOX_ROW))),
     "sqlite-version": ("sqlite", lambda b: _mangle(b, _sql("UPDATE meta SET value = '99'"))),
     "json-garbage": ("json", lambda b: _write(GARBAGE)),
     "json-empty": ("json", lambda b: _write(b"")),
@@ -151,6 +161,7 @@ async def test_damaged_file_is_refused_and_untouched(case: str, tmp_path: Path) 
     assert str(bad) in message
     assert "left untouched" in message
     assert "\n" not in message
+    assert SECRET not in message
     assert snapshot(tmp_path) == before  # same files, same bytes, nothing new beside them
 
 

@@ -1,0 +1,372 @@
+"""Store faults: a -wal that is not the store's own, damaged rows, a full disk.
+
+A refused open names the file in one sentence, quotes no stored text and
+leaves every file beside the store byte-identical (sha256 before/after).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import struct
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from chatbridge.core.store import JsonStore, SqliteStore, StoreCorrupt, StoreError
+from chatbridge.core.store._sqlite_check import wal_problem
+from tests.core.store.helpers import exchange, opened, snapshot, store_path
+
+SECRET = "private-4c1e"  # in every stored text; must never appear in an error
+_INSERT = """INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name,
+    workdir, scope) VALUES (?, 1.0, ?, 's', 'n', '/', 'private')"""
+
+
+async def _store(path: Path, tag: str, n: int = 5) -> None:
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(n):
+        await store.commit_exchange(exchange(f"{SECRET} {tag} {i}", user=f"u{i}"))
+    await store.aclose()
+
+
+def _hot_wal(path: Path, tag: str, *, rows: int = 3) -> tuple[bytes, bytes]:
+    """db and -wal bytes as a process killed with `rows` uncheckpointed inserts leaves them."""
+    live = sqlite3.connect(path, isolation_level=None)
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    for i in range(rows):
+        live.execute(_INSERT, (f"w{i}", f"{SECRET} {tag} wal {i}"))
+    files = path.read_bytes(), Path(f"{path}-wal").read_bytes()
+    live.close()  # checkpoints and deletes the -wal: the copies are what a kill leaves
+    return files
+
+
+async def _hot(path: Path, tag: str) -> tuple[bytes, bytes]:
+    await _store(path, tag)
+    return _hot_wal(path, tag)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _place(path: Path, db: bytes, wal: bytes) -> None:
+    for leftover in path.parent.glob(f"{path.name}*"):
+        leftover.unlink()
+    path.write_bytes(db)
+    Path(f"{path}-wal").write_bytes(wal)
+
+
+def _with_header(wal: bytes, **fields: int) -> bytes:
+    """`wal` with header fields replaced and the header checksum recomputed."""
+    names = ("magic", "version", "page", "seq", "salt1", "salt2")
+    values = dict(zip(names, struct.unpack(">6I", wal[:24]), strict=True)) | fields
+    head = struct.pack(">6I", *(values[n] for n in names))
+    words = struct.unpack("<6I", head)  # magic 0x377f0682: little-endian checksum words
+    s1 = s2 = 0
+    for i in range(0, 6, 2):
+        s1 = (s1 + words[i] + s2) & 0xFFFFFFFF
+        s2 = (s2 + words[i + 1] + s1) & 0xFFFFFFFF
+    return head + struct.pack(">2I", s1, s2) + wal[32:]
+
+
+def _salt1(wal: bytes) -> int:
+    return int(struct.unpack(">I", wal[16:20])[0])
+
+
+WalEdit = Callable[[bytes, Path], bytes]
+
+
+def _foreign_page_size(wal: bytes, path: Path) -> bytes:
+    other = path.with_name("other.db")
+    db = sqlite3.connect(other, isolation_level=None)
+    db.execute("PRAGMA page_size = 1024")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute("CREATE TABLE notes(body TEXT)")
+    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
+    foreign = Path(f"{other}-wal").read_bytes()
+    db.close()
+    other.unlink()
+    return foreign
+
+
+def _foreign_db_same_page_size(wal: bytes, path: Path) -> bytes:
+    """Another application's database: its WAL rewrites page 1 (the schema)."""
+    other = path.with_name("other.db")
+    db = sqlite3.connect(other, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute("CREATE TABLE notes(body TEXT)")
+    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
+    foreign = Path(f"{other}-wal").read_bytes()
+    db.close()
+    other.unlink()
+    return foreign
+
+
+def _flip(offset: int) -> WalEdit:
+    def edit(wal: bytes, path: Path) -> bytes:
+        return wal[:offset] + bytes([wal[offset] ^ 0x5A]) + wal[offset + 1 :]
+
+    return edit
+
+
+WAL_CASES: dict[str, tuple[WalEdit, str]] = {
+    "garbage": (lambda w, p: bytes(range(256)) * 20, "not a SQLite WAL file"),
+    "too-short": (lambda w, p: w[:20], "too short"),
+    "version": (lambda w, p: _with_header(w, version=3007001), "unknown WAL format"),
+    "page-size": (_foreign_page_size, "pages are 1024 bytes"),
+    "header-checksum": (_flip(20), "header checksum"),  # salt-2 changed, checksum not
+    "frame-salt": (_flip(32 + 8), "first frame is from another WAL"),
+    "foreign-app": (_foreign_db_same_page_size, "no chatbridge tables"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WAL_CASES))
+async def test_foreign_wal_is_refused_and_untouched(case: str, tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    db, wal = await _hot(path, "ours")
+    edit, reason = WAL_CASES[case]
+    _place(path, db, edit(wal, path))
+    if case != "foreign-app":  # refused before SQLite sees it: a stale -shm stays as it is
+        _write(Path(f"{path}-shm"), b"\0" * 32768)
+    before = snapshot(tmp_path)
+
+    with pytest.raises(StoreCorrupt) as err:
+        await opened("sqlite", path)
+
+    message = str(err.value)
+    assert reason in message
+    assert str(path) in message
+    assert "\n" not in message
+    assert SECRET not in message
+    assert snapshot(tmp_path) == before
+
+
+async def test_own_hot_wal_is_replayed(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    db, wal = await _hot(path, "ours")
+    _place(path, db, wal)
+    _write(Path(f"{path}-shm"), bytes(range(256)) * 128)  # garbage index: SQLite rebuilds it
+    store = await opened("sqlite", path)
+    try:
+        entries = await store.ring("w2", since=0)
+        assert [e.user_message for e in entries] == [f"{SECRET} ours wal 2"]
+    finally:
+        await store.aclose()
+    assert set(snapshot(path.parent)) == {path.name}
+
+
+async def test_wal_of_a_restart_killed_before_its_first_frame_is_ignored(tmp_path: Path) -> None:
+    """SQLite's own window: new header (salt-1 + 1), old frames. SQLite replays none."""
+    path = store_path("sqlite", tmp_path)
+    db, wal = await _hot(path, "ours")
+    restarted = _with_header(wal, salt1=(_salt1(wal) + 1) % 2**32, salt2=12345, seq=1)
+    assert wal_problem_of(restarted, 4096) is None
+    _place(path, db, restarted)
+    store = await opened("sqlite", path)
+    try:
+        assert await store.ring("w0", since=0) == []  # the old frames were not replayed
+        assert len(await store.ring("u1", since=0)) == 1
+    finally:
+        await store.aclose()
+
+
+def wal_problem_of(data: bytes, page: int) -> str | None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        wal = Path(d) / "x.db-wal"
+        wal.write_bytes(data)
+        return wal_problem(wal, page)
+
+
+async def test_shm_without_wal_is_harmless(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    await _store(path, "ours")
+    _write(Path(f"{path}-shm"), bytes(range(256)) * 128)
+    store = await opened("sqlite", path)
+    try:
+        assert len(await store.ring("u3", since=0)) == 1
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.xfail(strict=True, reason="SQLite keeps no db<->WAL link; see _sqlite_check")
+async def test_wal_of_a_sibling_store_with_the_same_layout_is_refused(tmp_path: Path) -> None:
+    path, sibling = store_path("sqlite", tmp_path), tmp_path / "b" / "b.db"
+    db, _ = await _hot(path, "ours")
+    sibling.parent.mkdir()
+    _, foreign = await _hot(sibling, "theirs")
+    _place(path, db, foreign)
+    with pytest.raises(StoreCorrupt):
+        await opened("sqlite", path)
+
+
+# Refused only when the replay happens to break the b-trees (layout-dependent),
+# hence not strict: SQLite cannot tell an older WAL of the same file from its own.
+@pytest.mark.xfail(strict=False, reason="an own older WAL is replayed; see _sqlite_check")
+async def test_stale_own_wal_beside_a_newer_db_is_refused(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(30):
+        await store.commit_exchange(exchange(f"{SECRET} old {i}", user=f"u{i % 3}", key=f"k{i}"))
+    old_wal = _read(Path(f"{path}-wal"))
+    await store.aclose()
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(30):
+        await store.commit_exchange(exchange(f"{SECRET} new {i}", user=f"v{i % 3}", key=f"n{i}"))
+    await store.aclose()
+    _write(Path(f"{path}-wal"), old_wal)
+    with pytest.raises(StoreCorrupt):
+        await opened("sqlite", path)
+
+
+# --- damaged rows ---------------------------------------------------------
+
+ROW_CASES = {
+    "ring-text-blob": (
+        f"UPDATE ring SET user_message = CAST('{SECRET} blob' AS BLOB) WHERE user = 'u2'",
+        "ring.user_message holds a wrong type in 1 row(s)",
+    ),
+    # TEXT affinity turns numbers into text, so in SQL only a blob can break a text column.
+    "session-user-blob": ("UPDATE sessions SET user = x'00ff'", "sessions.user"),
+    "ring-timestamp-text": (f"UPDATE ring SET timestamp = '{SECRET}'", "ring.timestamp"),
+    "turn-content-blob": (
+        f"UPDATE turns SET content = x'{SECRET.encode().hex()}'",
+        "turns.content",
+    ),
+    "usage-real": ("UPDATE usage SET input_tokens = 1.5", "usage.input_tokens"),
+    "inbox-json": (
+        "INSERT INTO inbox(key, received_at, message, sent) "
+        f"VALUES ('t:1', 1, '{{\"{SECRET}', '[]')",
+        "inbox.message holds malformed JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_CASES))
+async def test_damaged_row_is_refused_without_quoting_it(case: str, tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    await _store(path, "ours")
+    statement, reason = ROW_CASES[case]
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(statement)
+    db.close()
+    before = snapshot(tmp_path)
+
+    with pytest.raises(StoreCorrupt) as err:
+        await opened("sqlite", path)
+
+    message = str(err.value)
+    assert reason in message
+    assert SECRET not in message
+    assert "left untouched" in message
+    assert snapshot(tmp_path) == before
+
+
+async def test_row_damaged_while_open_is_refused_on_read(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    await _store(path, "ours")
+    store = await opened("sqlite", path)
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("UPDATE ring SET user_message = CAST(? AS BLOB)", (SECRET,))
+        other.execute("UPDATE sessions SET started_at = ?", (SECRET,))
+        other.close()
+        for read in (store.ring("u1", since=0), store.load_session("u1:chat")):
+            with pytest.raises(StoreCorrupt) as err:
+                await read
+            assert SECRET not in str(err.value)
+            assert str(path) in str(err.value)
+    finally:
+        await store.aclose()
+
+
+async def test_inbox_message_of_the_wrong_shape_is_refused_on_read(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    await _store(path, "ours")
+    store = await opened("sqlite", path)
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        message = f'{{"text": "{SECRET}", "kind": "{SECRET}"}}'
+        other.execute(
+            "INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:9', 1, ?, '[]')",
+            (message,),
+        )
+        other.close()
+        with pytest.raises(StoreCorrupt) as err:
+            await store.inbox_pending()
+        assert SECRET not in str(err.value)
+    finally:
+        await store.aclose()
+
+
+# --- full disk ------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs (needs root and mount permission, else the test is skipped)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("backend", ["json", "sqlite"])
+async def test_full_disk_leaves_no_temp_files_and_loses_nothing_committed(
+    backend: str, small_disk: Path
+) -> None:
+    path = store_path(backend, small_disk)
+    store: JsonStore | SqliteStore = await opened(backend, path, max_entries=1000)
+    committed, failure = 0, None
+    for i in range(10_000):
+        try:
+            await store.commit_exchange(exchange(f"{SECRET} {i} " + "z" * 2000, user="u", ts=i))
+        except StoreError as err:
+            failure = str(err)
+            break
+        committed += 1
+    assert committed > 0
+    assert failure is not None, "the disk never filled"
+    assert SECRET not in failure
+    assert "\n" not in failure
+    assert not _temp_files(small_disk), "a temp file was left behind"
+    try:
+        await store.aclose()
+    except StoreError:
+        pass  # the final checkpoint may not fit either
+    assert not _temp_files(small_disk)
+    _grow(small_disk)
+    reopened = await opened(backend, path, max_entries=1000)
+    try:
+        entries = await reopened.ring("u", since=-1)
+        assert len(entries) >= committed  # every acknowledged commit survived
+    finally:
+        await reopened.aclose()
+
+
+def _temp_files(directory: Path) -> list[Path]:
+    return [p for p in directory.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _grow(mount: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,size=8m", str(mount)], check=True)
