@@ -78,6 +78,9 @@ class EngineConfig(Section):
     gets a short notice after the restart instead of a late answer."""
     max_message_chars: int = Field(default=8000, ge=200, le=200_000)
     """Longer messages are cut before the provider, with a note in the prompt."""
+    lease_ttl: Duration = Field(default=30.0, ge=1.0, le=600.0)
+    """Replicas on Redis: how long a conversation stays blocked when the replica
+    answering it died (its lease expires); live holders extend it every third."""
 
 
 class MemoryConfig(Section):

@@ -24,7 +24,7 @@ from chatbridge.config import (
 )
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
-from chatbridge.core.engine import DEFAULT_LEASE_TTL, Engine
+from chatbridge.core.engine import Engine
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store import Store, open_store
 from chatbridge.providers.base import Provider
@@ -141,12 +141,12 @@ async def engine_from_config(
 
     With the redis store the engine is a replica: conversation leases (and
     cancel notices) in Redis, expiring `lease_ttl` s (default
-    `engine.lease_ttl` if the config has it, else 30) after a holder died.
+    `engine.lease_ttl`) after a holder died.
     """
     store = await store_from_config(config)
     try:
         choice = choose_provider(config, environ)
-        ttl = lease_ttl or float(getattr(config.engine, "lease_ttl", DEFAULT_LEASE_TTL))
+        ttl = lease_ttl or config.engine.lease_ttl
         replica: dict[str, Any] = {}
         if config.memory.backend == "redis":
             from chatbridge.core.store._redis_lease import RedisLeases, RedisNotices

@@ -8,10 +8,8 @@ the test takes Redis DB `DB` and FLUSHDBs it before and after), and one
 shows which message it answers. A sampler watches the fake's open streams:
 one conversation must never stream twice at once.
 
-Lease ttl: the config has no `engine.lease_ttl` (sections forbid unknown
-keys), and `engine_from_config` falls back to `DEFAULT_LEASE_TTL` (30 s). The
-children therefore start through `LAUNCH`, which sets that module default to
-`TTL` and then runs the same `main()` as `python -m chatbridge run`.
+Lease ttl: `engine.lease_ttl` is set to `TTL` so a killed replica blocks
+the conversation only briefly.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +27,7 @@ import pytest
 import redis
 
 from tests.core.store.helpers import redis_unavailable
-from tests.support.cli import clean_env, free_port
+from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Body, Reply
@@ -42,11 +39,6 @@ DB = 7
 REDIS_URL = f"redis://127.0.0.1:6379/{DB}"
 SECRET = "s3cret-Replica"
 TTL = 2.0
-LAUNCH = (
-    "import sys; import chatbridge.core.app.wiring as w; "
-    f"w.DEFAULT_LEASE_TTL = {TTL!r}; "
-    "from chatbridge.core.app.cli import main; sys.exit(main())"
-)
 
 
 def answer_to(text: str) -> str:
@@ -63,6 +55,7 @@ def config(openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> str:
     return f"""
 engine:
   shutdown_grace: 10s
+  lease_ttl: {TTL}s
 memory:
   backend: redis
   url: {REDIS_URL}
@@ -119,7 +112,7 @@ async def start_replica(root: Path, n: int, openai: FakeOpenAI, telegram: FakeTe
     home.mkdir()
     (home / "chatbridge.yaml").write_text(config(openai, telegram, port))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", LAUNCH, "run", cwd=home,
+        *CHATBRIDGE, "run", cwd=home,
         env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
