@@ -76,7 +76,7 @@ def read_state(path: Path) -> State:
             {key: session_from_json(key, raw) for key, raw in sessions.items()},
             {
                 user: {
-                    day: Usage(int(u["input_tokens"]), int(u["output_tokens"]))
+                    day: Usage(_count(u, "input_tokens"), _count(u, "output_tokens"))
                     for day, u in days.items()
                 }
                 for user, days in usage.items()
@@ -88,6 +88,14 @@ def read_state(path: Path) -> State:
         )
     except (ValueError, TypeError, KeyError) as err:
         raise corrupt(path, "JSON", f"malformed state: {err}") from err
+
+
+def _count(usage: object, name: str) -> int:
+    """A token counter; the error names the field, never the stored value."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"usage.{name} is malformed")
+    return value
 
 
 def ring_bytes(entries: list[MemoryEntry]) -> bytes:
