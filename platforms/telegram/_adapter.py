@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safe
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
+from telegram.warnings import PTBUserWarning
 
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
@@ -155,9 +157,7 @@ class TelegramPlatform:
         if not self._webhook and self._offset is not None:
             with contextlib.suppress(TelegramError):
                 # Confirms everything below the offset to Telegram.
-                await self._bot.do_api_request(
-                    "getUpdates", api_kwargs={"offset": self._offset, "timeout": 0, "limit": 1}
-                )
+                await self._get_updates(offset=self._offset, timeout=0, limit=1)
 
     async def aclose(self) -> None:
         if not self._started:
@@ -180,14 +180,10 @@ class TelegramPlatform:
         backoff = 1.0
         while self._receiving:
             try:
-                batch = await self._bot.do_api_request(
-                    "getUpdates",
-                    api_kwargs={
-                        "offset": self._offset,
-                        "timeout": POLL_TIMEOUT,
-                        "allowed_updates": list(ALLOWED_UPDATES),
-                    },
-                    read_timeout=POLL_TIMEOUT + 10,
+                batch = await self._get_updates(
+                    offset=self._offset,
+                    timeout=POLL_TIMEOUT,
+                    allowed_updates=list(ALLOWED_UPDATES),
                 )
             except InvalidToken:
                 log.error("telegram: the bot token was revoked; polling stopped")
@@ -212,6 +208,15 @@ class TelegramPlatform:
                 continue
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _get_updates(self, **params: Any) -> Any:
+        """getUpdates as raw JSON: `Bot.get_updates` parses the whole batch at
+        once, so one malformed update would block every update behind it."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Please use 'Bot.getUpdates'", PTBUserWarning)
+            return await self._bot.do_api_request(
+                "getUpdates", api_kwargs=params, read_timeout=params.get("timeout", 0) + 10
+            )
 
     async def _take(self, batch: Any) -> bool:
         """Accept a batch in order; False at the first update the engine did not take."""
