@@ -74,7 +74,7 @@ junk = st.recursive(
     lambda inner: st.one_of(
         st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
-    max_leaves=12,
+    max_leaves=5,
 )
 
 
