@@ -39,15 +39,16 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import openai
 import telegram as ptb
 from aiohttp import web
+
+from chatbridge.config import TelegramConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import IncomingMessage
@@ -55,8 +56,6 @@ from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.openai import OpenAIProvider
-from pydantic import SecretStr
-
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
@@ -145,18 +144,21 @@ class TimedOpenAI(FakeOpenAI):
 
 
 class TimedEngine:
-    """The real engine behind a stopwatch: records when `handle` is entered."""
+    """The real engine behind a stopwatch: records when `accept` is entered."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self.commands = engine.commands
         self.handled: dict[Key, float] = {}
 
-    async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
+    def attach(self, platform: str, outboxes: Callable[[IncomingMessage], Outbox]) -> None:
+        self._engine.attach(platform, outboxes)
+
+    async def accept(self, message: IncomingMessage) -> bool:
         key = tag_of(message.text)
         if key is not None:
             self.handled[key] = time.perf_counter()
-        await self._engine.handle(message, outbox)
+        return await self._engine.accept(message)
 
 
 class Outside:
@@ -252,14 +254,9 @@ async def close_fakes(telegram: TimedTelegram, llm: TimedOpenAI) -> None:
     await telegram.__aexit__(None, None, None)
 
 
-def telegram_config(telegram: FakeTelegram) -> SimpleNamespace:
-    return SimpleNamespace(
-        token=SecretStr(telegram.token),
-        mode="polling",
-        base_url=telegram.base_url,
-        webhook_url="",
-        webhook_secret=None,
-        edit_interval=1.0,
+def telegram_config(telegram: FakeTelegram) -> TelegramConfig:
+    return TelegramConfig.model_validate(
+        {"enabled": True, "token": telegram.token, "base_url": telegram.base_url}
     )
 
 
@@ -284,14 +281,19 @@ async def scenario(
     engine = TimedEngine(
         Engine(EngineSettings(), store=store, provider=provider, access=AccessPolicy(allow=allow))
     )
-    bot = TelegramPlatform(config=telegram_config(telegram), engine=engine)
+    bot = TelegramPlatform(
+        config=telegram_config(telegram), handler=engine, commands=engine.commands
+    )
+    engine.attach(bot.name, bot.outbox)
     if not limiter:
-        bot._app.bot._rate_limiter = None  # diagnostic only: what the pacing costs
+        bot._bot._rate_limiter = None  # diagnostic only: what the pacing costs
     bot_clock = None if outside.same_loop else time.pthread_getcpuclockid(threading.get_ident())
     try:
         await bot.start()
         driven = await outside.run(drive(telegram, concurrency, chats, per_chat, bot_clock))
     finally:
+        await bot.stop_receiving()
+        await engine._engine.drain(10.0)
         await bot.aclose()
         await provider.aclose()
         await store.aclose()
