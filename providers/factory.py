@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from chatbridge.providers.base import Provider
 from chatbridge.providers.debug import DebugProvider
+from chatbridge.providers.deferred import DeferredProvider
 from chatbridge.providers.fallback import FallbackProvider
 
 
@@ -38,23 +39,36 @@ def _secret(value: object) -> str | None:
     return key or None
 
 
-def build_provider(name: str, cfg: Any) -> Provider:
-    """The provider for config entry `name`.
+SDK_MODULES = {
+    "openai": "chatbridge.providers.openai",
+    "anthropic": "chatbridge.providers.anthropic",
+}
 
+
+def build_provider(name: str, cfg: Any) -> Provider:
+    """The provider for config entry `name`, its SDK not imported yet.
+
+    SDKs are imported on first use or by `warm` (`anthropic` alone takes
+    seconds to import, `openai` ~0.7 s; start-up should not wait for them).
     Raises ValueError for an unknown `type`. `base_url=None` means the SDK's default.
     """
     kind = cfg.type
     if kind == "debug":
         return DebugProvider(name)
-    # SDKs are imported on demand: `anthropic` alone takes ~3 s to import,
-    # which `chatbridge chat` with another provider should not pay.
-    provider_class: type[Provider]
-    if kind == "openai":
-        from chatbridge.providers.openai import OpenAIProvider as provider_class
-    elif kind == "anthropic":
-        from chatbridge.providers.anthropic import AnthropicProvider as provider_class
-    else:
+    if kind not in SDK_MODULES:
         raise ValueError(f"provider {name!r} has unknown type {kind!r}")
+    return DeferredProvider(
+        name, model=cfg.model, module=SDK_MODULES[kind], build=lambda: build_now(name, cfg)
+    )
+
+
+def build_now(name: str, cfg: Any) -> Provider:
+    """The real SDK-backed provider for config entry `name` (imports its SDK)."""
+    provider_class: type[Provider]
+    if cfg.type == "openai":
+        from chatbridge.providers.openai import OpenAIProvider as provider_class
+    else:
+        from chatbridge.providers.anthropic import AnthropicProvider as provider_class
     return provider_class(  # type: ignore[call-arg]
         name,
         model=cfg.model,
@@ -64,6 +78,14 @@ def build_provider(name: str, cfg: Any) -> Provider:
         max_retries=int(cfg.max_retries),
         max_tokens=int(cfg.max_tokens),
     )
+
+
+async def warm(provider: Provider) -> None:
+    """Import the SDKs a provider (or every provider of a chain) will need."""
+    members = provider.providers if isinstance(provider, FallbackProvider) else (provider,)
+    for member in members:
+        if isinstance(member, DeferredProvider):
+            await member.warm()
 
 
 def build_chain(providers_cfg: ProvidersSection) -> Provider:

@@ -26,6 +26,7 @@ from chatbridge.core.engine import Engine
 from chatbridge.core.metrics import CONTENT_TYPE_LATEST
 from chatbridge.core.ports import Platform, PlatformError
 from chatbridge.core.store import StoreError
+from chatbridge.providers.factory import warm
 
 __all__ = ["serve"]
 
@@ -102,6 +103,13 @@ class BackgroundReloads:
                 return
 
 
+async def _warm_quietly(engine: Engine) -> None:
+    try:
+        await warm(engine.provider)
+    except Exception as exc:  # the first answer will import it (and say what failed)
+        log.warning("preloading the provider SDK failed: %s", exc)
+
+
 async def _close_quietly(platform: Platform) -> None:
     try:
         await platform.aclose()
@@ -173,6 +181,9 @@ async def serve(
                 say(f"{platform.name} could not start ({type(exc).__name__}: {exc})")
                 return 1
             readiness.platforms.append(platform)
+        # SDK imports were deferred so the first poll came early; do them now.
+        warming = asyncio.create_task(_warm_quietly(engine))
+        stack.callback(warming.cancel)
         left = await engine.resume()
         log.info(
             "serving %s with provider %s on %s:%s%s",

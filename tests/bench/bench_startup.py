@@ -26,15 +26,23 @@ platforms:
 memory: {{path: "{db}"}}
 server: {{port: {port}}}
 providers:
-  main: {{type: debug}}
+  main: {provider}
 """
+PROVIDERS = {
+    "debug": "{type: debug}",
+    "openai": '{type: openai, model: gpt-test, api_key: sk-test, base_url: "http://127.0.0.1:9/v1"}',
+}
 
 
-async def one_run(fake: FakeTelegram, workdir: Path) -> float:
+async def one_run(fake: FakeTelegram, workdir: Path, provider: str) -> float:
     config = workdir / "chatbridge.yaml"
     config.write_text(
         CONFIG.format(
-            token=fake.token, base_url=fake.base_url, db=workdir / "s.db", port=free_port()
+            token=fake.token,
+            base_url=fake.base_url,
+            db=workdir / "s.db",
+            port=free_port(),
+            provider=PROVIDERS[provider],
         )
     )
     polls_before = len(fake.calls_to("getUpdates"))
@@ -62,11 +70,15 @@ def engine_imports() -> list[str]:
 
 
 async def main(runs: int) -> None:
-    async with FakeTelegram() as fake:
-        with tempfile.TemporaryDirectory() as tmp:
-            times = [await one_run(fake, Path(tmp)) for _ in range(runs)]
-    print(f"chatbridge run -> first getUpdates, {runs} runs:")
-    print(f"  median {statistics.median(times):.3f} s, min {min(times):.3f} s, max {max(times):.3f} s")
+    print(f"chatbridge run -> first getUpdates, {runs} runs each:")
+    for provider in PROVIDERS:
+        async with FakeTelegram() as fake:
+            with tempfile.TemporaryDirectory() as tmp:
+                times = [await one_run(fake, Path(tmp), provider) for _ in range(runs)]
+        print(
+            f"  provider {provider:6}: median {statistics.median(times):.3f} s, "
+            f"min {min(times):.3f} s, max {max(times):.3f} s"
+        )
     print(f"  heavy modules loaded by importing the engine: {engine_imports() or 'none'}")
 
 

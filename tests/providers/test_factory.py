@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -9,6 +11,7 @@ from pydantic import SecretStr
 
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.debug import DebugProvider
+from chatbridge.providers.deferred import DeferredProvider
 from chatbridge.providers.factory import build_chain, build_provider
 from chatbridge.providers.fallback import FallbackProvider
 from chatbridge.providers.openai import OpenAIProvider
@@ -32,9 +35,12 @@ async def test_built_provider_uses_the_secret_key_and_base_url(backend: Backend)
     cfg = entry(backend.kind, api_key=SecretStr("sk-from-config"), base_url=backend.fake.base_url)
     provider = build_provider("main", cfg)
     backend.made.append(provider)
-    assert isinstance(provider, OpenAIProvider if backend.kind == "openai" else AnthropicProvider)
+    assert isinstance(provider, DeferredProvider)
+    assert provider.built is None, "the SDK client was made before it was needed"
     assert (provider.name, provider.model) == ("main", f"{backend.kind}-model")
     assert (await collect(provider)).text == TEXT
+    real = OpenAIProvider if backend.kind == "openai" else AnthropicProvider
+    assert isinstance(provider.built, real)
     headers = backend.fake.requests[0].headers
     sent = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
     assert sent == "sk-from-config"
@@ -75,3 +81,19 @@ def test_chain_naming_a_missing_entry_is_refused() -> None:
     section = SimpleNamespace(default="a", fallback=["ghost"], entries={"a": entry("debug")})
     with pytest.raises(ValueError, match="'ghost'"):
         build_chain(section)
+
+
+def test_building_a_provider_imports_no_sdk_until_warmed() -> None:
+    code = (
+        "import sys, asyncio\n"
+        "from types import SimpleNamespace as N\n"
+        "from chatbridge.providers.factory import build_provider, warm\n"
+        "cfg = N(type='openai', model='m', api_key=None, base_url='http://127.0.0.1:9/v1',"
+        " timeout=5.0, max_retries=0, max_tokens=8)\n"
+        "p = build_provider('main', cfg)\n"
+        "before = 'openai' in sys.modules\n"
+        "asyncio.run(warm(p))\n"
+        "print(before, 'openai' in sys.modules, type(p.built).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "OpenAIProvider"]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from chatbridge.core.memory import build_bridge, neutralise
 from chatbridge.core.models import MemoryEntry
+from tests.support import tally
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -306,12 +307,14 @@ untrusted = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=6)),
 def test_any_text_in_any_field_leaves_one_block_with_n_entries(
     message: str, pairs: list[tuple[str, str]], language: str
 ) -> None:
+    tally.add("inputs fuzzed", "history block (message + entries)")
     assert_one_block(_bridge(message, pairs, language), len(pairs))
 
 
 @FUZZ
 @given(text=untrusted)
 def test_neutralise_forges_no_line_and_is_idempotent(text: str) -> None:
+    tally.add("inputs fuzzed", "history block (neutralise)")
     once = neutralise(text)
     assert_no_forged_lines(once)
     assert neutralise(once) == once
@@ -333,6 +336,7 @@ ordinary_line = st.lists(
 @FUZZ
 @given(lines=st.lists(ordinary_line, max_size=8))
 def test_ordinary_text_passes_unchanged(lines: list[str]) -> None:
+    tally.add("inputs fuzzed", "history block (ordinary text)")
     text = "\n".join(lines)
     if "conversation" in _read(text).replace(" ", ""):
         return  # random letters spelling the tag name are not ordinary

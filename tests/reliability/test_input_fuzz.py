@@ -18,6 +18,7 @@ from chatbridge.core.incoming import CUT_NOTES, clean_text, cut_for_prompt
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.settings import EngineSettings
 from tests.support.fakes import RecordingOutbox
+from tests.support import tally
 from tests.support.testbot import ALICE, make_testbot
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))
@@ -48,6 +49,7 @@ any_text = st.one_of(
 @FUZZ
 @given(text=any_text)
 def test_clean_text_is_encodable_and_has_no_controls(text: str) -> None:
+    tally.add("inputs fuzzed", "platform text (clean_text, hostile Unicode)")
     clean = clean_text(text)
     clean.encode("utf-8")  # raises on a surrogate
     json.dumps(clean, ensure_ascii=False).encode("utf-8")
@@ -67,6 +69,7 @@ def test_clean_text_is_encodable_and_has_no_controls(text: str) -> None:
     .map(clean_text)
 )
 def test_clean_text_keeps_ordinary_text(text: str) -> None:
+    tally.add("inputs fuzzed", "platform text (clean_text, ordinary)")
     assert clean_text(text) == text
 
 
@@ -97,6 +100,7 @@ def test_clean_text_examples(raw: str, clean: str) -> None:
 def test_cut_for_prompt_stays_within_the_limit_plus_the_note(
     text: str, limit: int, language: str
 ) -> None:
+    tally.add("inputs fuzzed", "long messages (cut_for_prompt)")
     cut = cut_for_prompt(text, limit, language)
     if len(text) <= limit:
         assert cut == text

@@ -49,6 +49,9 @@ FUZZ = settings(
         HealthCheck.function_scoped_fixture,
     ],
 )
+# Building a nested update and parsing it with the SDK costs ~30 ms: the structured
+# fuzzers run a third of the examples so this file stays near 10 s in CI.
+STRUCTURED = settings(FUZZ, max_examples=max(1, EXAMPLES // 3))
 _T = TypeVar("_T")
 
 # -- building blocks ----------------------------------------------------------------
@@ -150,7 +153,51 @@ def tg_bot() -> telegram.Bot:
     return telegram.Bot("123456:fuzz-token-not-used")
 
 
-@FUZZ
+no_surrogate_text = st.one_of(
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
+    st.builds(lambda a, b: f"{a}@{TG_ME.username}{b}", word_text := st.text(
+        st.characters(exclude_categories=("Cs",)), max_size=20), word_text),
+    st.sampled_from(["/start", f"/help@{TG_ME.username} x", f"@{TG_ME.username}", ""]),
+)
+tg_well_typed_update = shaped({}, {
+    "update_id": huge_int,
+    "message": shaped({
+        "from": tg_user, "entities": st.lists(tg_entity, max_size=4),
+        "message_thread_id": huge_int, "is_topic_message": st.booleans(),
+        "reply_to_message": _tg_message(st.none()),
+    }, {
+        "message_id": huge_int, "date": st.integers(0, 2**32), "chat": tg_chat,
+        "text": no_surrogate_text,
+    }),
+})  # fmt: skip
+
+
+@STRUCTURED
+@given(data=tg_well_typed_update)
+def test_telegram_accept_never_raises_on_well_typed_text(
+    tg_bot: telegram.Bot, data: dict[str, Any]
+) -> None:
+    tally.add("inputs fuzzed", "telegram update JSON (text a str without surrogates)")
+    try:
+        update = telegram.Update.de_json(data, tg_bot)
+    except Exception:
+        tally.add("inputs fuzzed", "telegram update JSON (SDK rejected, adapter drops)")
+        return
+    accepted = telegram_platform.accept(update, TG_ME)
+    if accepted is not None:
+        assert isinstance(accepted.message.text, str)
+        assert accepted.message.text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING (reported, not fixed here): platforms/telegram/_filters.py `accept` raises "
+    "UnicodeEncodeError for a text with a lone surrogate and a mention entity (PTB's "
+    "parse_entities encodes to UTF-16 in `_my_mentions`; `_strip_mentions` does too) and "
+    "AttributeError for a non-str text; `_receive` catches it, so the update is dropped with "
+    "a log line and the user gets no answer",
+)
+@settings(FUZZ, max_examples=min(EXAMPLES, 50))
 @given(data=tg_update)
 def test_telegram_accept_never_raises(tg_bot: telegram.Bot, data: dict[str, Any]) -> None:
     tally.add("inputs fuzzed", "telegram update JSON")
@@ -267,7 +314,7 @@ def _d_message(reply: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any
     })  # fmt: skip
 
 
-@FUZZ
+@STRUCTURED
 @given(data=_d_message(_d_message(st.none())), which=st.integers(0, 2),
        active=st.booleans(), per_mention=st.booleans())  # fmt: skip
 def test_discord_accept_never_raises(
@@ -367,7 +414,7 @@ body_bytes = st.one_of(
 )
 
 
-@FUZZ
+@STRUCTURED
 @given(body=body_bytes, secret=st.sampled_from([TG_SECRET, TG_SECRET, "", "wrong"]))
 def test_telegram_webhook_answers_any_body_without_a_500(
     loop: _Loop, tg_client: TestClient[Any, Any], body: bytes, secret: str

@@ -24,6 +24,7 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Body, Reply
+from tests.support import tally
 
 pytestmark = pytest.mark.slow
 
@@ -170,6 +171,10 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path) -> None
         f"missing_from_memory={len(seen_not_stored)} "
         f"provider_requests={len(openai.requests)} wall={time.monotonic() - started:.1f}s"
     )
+    tally.record_kill_loop(
+        kills=kills, messages=total, unanswered=len(unanswered), duplicates=len(duplicates),
+        extra=sum(max(0, e) for e in extra.values()), missing=len(seen_not_stored),
+    )  # fmt: skip
     assert code == 0, err
     assert unanswered == [], f"never answered: {unanswered}"
     assert duplicates == [], f"answered twice: {duplicates}"

@@ -1,0 +1,41 @@
+"""`python -m tests.reliability [--long]`: the reliability suite and its table.
+
+Runs pytest in this process (serially: the tally is per process) on
+tests/reliability, the store crash test, the kill loop and the fault test
+files, with `-p tests.reliability.plugin` and CHATBRIDGE_RELIABILITY_TABLE=1,
+and prints the table at the end. `--long` sets CHATBRIDGE_FUZZ_EXAMPLES=2000
+and CHATBRIDGE_KILLS=100 (about 5 minutes of kill loop alone). Other
+arguments are passed on to pytest. Nothing is written to a file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+TARGETS = (
+    "tests/reliability",
+    "tests/core/store/test_crash.py",
+    "tests/scenarios/test_kill_loop.py",
+    "tests/providers/test_faults.py",
+    "tests/providers/test_misconfigured.py",
+    "tests/core/test_delivery.py",
+    "tests/core/test_privacy.py",
+)
+
+
+def main(argv: list[str]) -> int:
+    long = "--long" in argv
+    rest = [a for a in argv if a != "--long"]
+    os.environ["CHATBRIDGE_RELIABILITY_TABLE"] = "1"
+    if long:
+        os.environ["CHATBRIDGE_FUZZ_EXAMPLES"] = "2000"
+        os.environ["CHATBRIDGE_KILLS"] = "100"
+    args = ["-n", "0", "-p", "tests.reliability.plugin", *TARGETS, *rest]
+    return int(pytest.main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
