@@ -24,6 +24,7 @@ import discord.gateway
 import discord.http
 import yarl
 from aiohttp import web
+
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import MessageHandler, Outbox, PlatformStartFailed
 from chatbridge.platforms._runtime import accept_safely, one_line, reveal

@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import discord
+from discord import app_commands
+
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import PlatformLimits, SentMessage
 from chatbridge.platforms._runtime import guarded, one_line
-from discord import app_commands
 
 from ._outbox import MAX_CHARS, rules
 

@@ -18,6 +18,7 @@ from collections.abc import Container
 from dataclasses import dataclass
 
 import discord
+
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 
 __all__ = ["Address", "accept", "decode_address", "encode_address"]

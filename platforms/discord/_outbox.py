@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import discord
+
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
 from chatbridge.platforms._runtime import ErrorRule, guarded
 

@@ -18,15 +18,16 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
-from chatbridge.platforms._runtime import ChatGate, accept_safely, one_line, reveal
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.platforms._runtime import ChatGate, accept_safely, one_line, reveal
 
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer

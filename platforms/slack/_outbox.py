@@ -10,6 +10,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
 from chatbridge.platforms._runtime import (
     ChatGate,
@@ -19,8 +22,6 @@ from chatbridge.platforms._runtime import (
     guarded,
     one_line,
 )
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from ._filters import ActiveThreads, Address
 from ._format import MrkdwnRenderer

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chatbridge.core.ports import PlatformStartFailed
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from chatbridge.core.ports import PlatformStartFailed
 
 from ._filters import BotIdentity
 

@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
-from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
-from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safely, one_line, reveal
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
+
+from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safely, one_line, reveal
 
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer

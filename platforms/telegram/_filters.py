@@ -12,8 +12,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from telegram import Chat, Message, MessageEntity, Update
+
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 
 _UTF16 = "utf-16-le"
 # What usually follows an address, as in "@bot, do X" or "@bot: do X".

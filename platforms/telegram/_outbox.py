@@ -7,6 +7,12 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from telegram import Bot, ReplyParameters
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.warnings import PTBDeprecationWarning
+from telegramify_markdown import utf16_len
+
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
 from chatbridge.platforms._runtime import (
     ChatGate,
@@ -16,11 +22,6 @@ from chatbridge.platforms._runtime import (
     guarded,
     one_line,
 )
-from telegram import Bot, ReplyParameters
-from telegram.constants import ChatAction
-from telegram.error import BadRequest, RetryAfter, TelegramError
-from telegram.warnings import PTBDeprecationWarning
-from telegramify_markdown import utf16_len
 
 from ._format import MarkdownRenderer, Rendered
 

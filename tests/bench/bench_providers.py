@@ -22,11 +22,11 @@ from typing import Any
 
 import anthropic
 import openai
+
 from chatbridge.core.models import Turn
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.base import Prompt, Provider
 from chatbridge.providers.openai import OpenAIProvider
-
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import FakeSSEServer

@@ -51,8 +51,7 @@ async def one_run(fake: FakeTelegram, workdir: Path, provider: str) -> float:
         *CHATBRIDGE, "run", "--config", str(config), env=clean_env(),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    while len(fake.calls_to("getUpdates")) == polls_before:
-        await asyncio.sleep(0.002)
+    await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) > polls_before, within=30)
     elapsed = time.perf_counter() - started
     process.terminate()
     await process.wait()

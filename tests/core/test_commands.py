@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from chatbridge.core.commands import Command, parse_command
-
 from tests.support.testbot import ALICE, TestBot
 
 EXPIRE = 31 * 60

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings, NotAccepting
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta
 from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
-
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 
 ALICE, BOB = "579304651", "42"

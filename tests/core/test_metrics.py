@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from chatbridge.core.metrics import OUTCOMES
-
 from tests.support.testbot import ALICE, TestBot
 
 

@@ -7,12 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.store.base import StoreError
 from chatbridge.providers.base import ProviderUnavailable
 from chatbridge.providers.fallback import FallbackProvider
-
 from tests.support.fakes import RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 

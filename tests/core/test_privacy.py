@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from chatbridge.core.models import ChatKind
-
 from tests.support.testbot import ALICE, TestBot, make_testbot
 
 EXPIRE = 31 * 60

@@ -6,7 +6,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.engine import EngineSettings
-
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import ChatKind
-
 from tests.support.testbot import TestBot, make_testbot
 
 TTL = 30 * 60

@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.base import Provider
 from chatbridge.providers.openai import OpenAIProvider
-
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import FakeSSEServer, Reply

@@ -13,7 +13,6 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.store import SqliteStore
-
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 
 ALICE = "579304651"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+
 from chatbridge.config import DiscordConfig
 from chatbridge.core.models import MemoryEntry
 from chatbridge.platforms.discord import DiscordPlatform
-
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import TestBot, make_testbot

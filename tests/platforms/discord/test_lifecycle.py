@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from chatbridge.core.ports import PlatformStartFailed
-from chatbridge.platforms.discord import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform
 from discord import AutoShardedClient
 
+from chatbridge.core.ports import PlatformStartFailed
+from chatbridge.platforms.discord import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform
 from tests.platforms.discord.conftest import Launch, discord_config
 from tests.support.fake_discord import MESSAGE_CONTENT, PRIVILEGED_INTENTS, FakeDiscord
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from chatbridge.core.models import ChatKind
-
 from tests.platforms.discord.conftest import Launch
 from tests.support.fake_discord import BOT_ID, CHANNEL_ID, THREAD_ID, USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
 from chatbridge.platforms.discord import Address, encode_address
-
 from tests.platforms.discord.conftest import Launch, Running
 from tests.support.fake_discord import CHANNEL_ID, USER_ID, FakeDiscord
 

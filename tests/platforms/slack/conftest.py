@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+
 from chatbridge.config import SlackConfig
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
-
 from tests.support import fake_slack_events as ev
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.fakes import ScriptedProvider

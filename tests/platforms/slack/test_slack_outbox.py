@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
 from chatbridge.platforms.slack import Address, SlackPlatform
-
 from tests.support import fake_slack_events as ev
 from tests.support.fake_slack import FakeSlack
 
