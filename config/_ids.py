@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
+from ._shown import shown
+
 __all__ = ["PLATFORMS", "AccessEntry", "IdentityName", "UserId", "check_user_id"]
 
 PLATFORMS = ("telegram", "discord", "slack", "console")
@@ -23,7 +25,7 @@ _SAMPLE = "like telegram:579304651 or slack:U0123"
 def _require_str(value: Any, what: str) -> str:
     """YAML turns bare numbers into ints; say what was expected instead of 'not a string'."""
     if not isinstance(value, str):
-        raise ValueError(f"expected {what}, got {type(value).__name__} {value!r}")
+        raise ValueError(f"expected {what}, got {type(value).__name__} {shown(value)}")
     return value.strip()
 
 
@@ -32,11 +34,13 @@ def check_user_id(value: Any) -> str:
     text = _require_str(value, f"a platform:id {_SAMPLE}")
     platform, sep, ident = text.partition(":")
     if not sep or not ident or any(ch.isspace() for ch in ident):
-        raise ValueError(f"expected platform:id {_SAMPLE}, got {text!r}")
+        raise ValueError(f"expected platform:id {_SAMPLE}, got {shown(text)}")
     if platform not in PLATFORMS:
-        raise ValueError(f"unknown platform {platform!r} in {text!r}; use one of {_or(PLATFORMS)}")
+        raise ValueError(
+            f"unknown platform {shown(platform)} in {shown(text)}; use one of {_or(PLATFORMS)}"
+        )
     if platform in _NUMERIC_PLATFORMS and not ident.lstrip("-").isdigit():
-        raise ValueError(f"{platform} IDs are numbers, not names: got {text!r}")
+        raise ValueError(f"{platform} IDs are numbers, not names: got {shown(text)}")
     return text
 
 
@@ -44,7 +48,7 @@ def check_identity_name(value: Any) -> str:
     """Identity names are plain words so they can never be confused with `platform:id`."""
     text = _require_str(value, "an identity name")
     if not _NAME.fullmatch(text):
-        raise ValueError(f"identity names use letters, digits, '_', '.', '-': got {text!r}")
+        raise ValueError(f"identity names use letters, digits, '_', '.', '-': got {shown(text)}")
     return text
 
 

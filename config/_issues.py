@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from ._errors import ConfigIssue, FieldIssues, Loc, format_loc
 from ._providers import RESERVED_PROVIDER_KEYS
 from ._schema import allowed_keys, is_secret
+from ._shown import shown
 
 __all__ = ["issues_from_validation", "line_for"]
 
@@ -90,7 +91,7 @@ def _kind(error: Any, loc: Loc = ()) -> str:
         return "a mapping"
     if loc and loc[0] in SECRET_SECTIONS:
         return f"a {type(value).__name__}"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {shown(value)}"
 
 
 def _got(loc: Loc, value: Any) -> str:
@@ -99,6 +100,6 @@ def _got(loc: Loc, value: Any) -> str:
         return ""
     if isinstance(value, list | dict) or value is None:
         return f" (got {_kind({'input': value})})"
-    if not isinstance(value, str | int | float | bool) or len(str(value)) > 60:
+    if not isinstance(value, str | int | float | bool):
         return ""
-    return f" (got {value!r})"
+    return f" (got {shown(value)})"

@@ -11,7 +11,9 @@ instead of stopping, so the admin sees all problems at once.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +150,24 @@ def load_config_text(
     except ValidationError as exc:
         issues += issues_from_validation(exc, source=source, lines=parsed.lines, skip=skip)
     if issues or config is None:
+        referenced = _REFERENCE.findall(text) + _REFERENCE.findall(repr(ENV_DEFAULTS))
+        values = [environ.get(name, "") for name in referenced]
+        issues = [_without_values(issue, values) for issue in issues]
         raise ConfigError(sorted(issues, key=lambda issue: issue.line or 0))
     return config
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _without_values(issue: ConfigIssue, values: Iterable[str]) -> ConfigIssue:
+    """The issue with any environment value masked: a `${VAR}` substituted
+    into a field whose message quotes its input must not print the secret."""
+    message = issue.message
+    for value in sorted((v for v in values if len(v) >= 6), key=len, reverse=True):
+        for quoted in (repr(value), f'"{value}"'):  # messages quote inputs with repr
+            message = message.replace(quoted, "[value from the environment]")
+    return issue if message == issue.message else replace(issue, message=message)
 
 
 def _sections(data: dict[str, Any], only: Collection[str] | None) -> dict[str, Any]:

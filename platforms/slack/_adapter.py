@@ -23,6 +23,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
@@ -72,6 +73,7 @@ class SlackPlatform:
         self._bot_token = reveal(config.bot_token)
         self._app_token = reveal(config.app_token) if config.app_token is not None else None
         secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
+        self._verifier = SignatureVerifier(secret or "socket-mode-needs-no-secret")
         self._client = AsyncWebClient(token=self._bot_token, base_url=config.base_url)
         self._app = AsyncApp(
             client=self._client,
@@ -188,7 +190,22 @@ class SlackPlatform:
         return BoltResponse(status=500, body="")
 
     async def _http(self, request: web.Request) -> web.Response:
+        """Signature first (401 before any parsing), then bolt; a body bolt
+        cannot read is a 400, never a 500."""
         if not self._receiving:
             return web.Response(status=503)
-        response = await self._app.async_dispatch(await to_bolt_request(request))
+        body = await request.read()
+        if not {"X-Slack-Signature", "X-Slack-Request-Timestamp"} <= request.headers.keys():
+            return web.Response(status=401)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return web.Response(status=400)  # Slack sends UTF-8: not an event of Slack's
+        if not self._verifier.is_valid_request(text, dict(request.headers)):
+            return web.Response(status=401)
+        try:
+            response = await self._app.async_dispatch(await to_bolt_request(request))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            log.warning("slack: refused an event body it could not read (%s)", one_line(exc))
+            return web.Response(status=400)
         return await to_aiohttp_response(response)

@@ -55,7 +55,7 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
     (including this one) are ignored so two bots can never talk in a loop.
     """
     msg = update.message
-    if msg is None or msg.text is None:
+    if msg is None or not isinstance(msg.text, str):
         return None
     sender = msg.from_user
     if sender is None or sender.is_bot:
@@ -126,10 +126,23 @@ def _addressed_to_me(msg: Message, me: BotIdentity) -> bool:
     return bool(_my_mentions(msg, me)) or _replies_to_me(msg, me) or _command_for_me(msg, me)
 
 
+def _entity_texts(msg: Message, types: list[str] | None = None) -> dict[MessageEntity, str]:
+    """Like `Message.parse_entities`, but a lone surrogate in the text (which
+    PTB cannot encode) cannot make it raise: offsets are UTF-16 units either way."""
+    units = (msg.text or "").encode(_UTF16, "surrogatepass")
+    return {
+        entity: units[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
+            _UTF16, "replace"
+        )
+        for entity in msg.entities
+        if types is None or entity.type in types
+    }
+
+
 def _my_mentions(msg: Message, me: BotIdentity) -> list[MessageEntity]:
     handle = f"@{me.username}".casefold()
     found = []
-    for entity, text in msg.parse_entities().items():
+    for entity, text in _entity_texts(msg).items():
         if entity.type == MessageEntity.MENTION and text.casefold() == handle:
             found.append(entity)
         elif entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == me.id:
@@ -147,7 +160,7 @@ def _replies_to_me(msg: Message, me: BotIdentity) -> bool:
 
 
 def _command_for_me(msg: Message, me: BotIdentity) -> bool:
-    for entity, text in msg.parse_entities([MessageEntity.BOT_COMMAND]).items():
+    for entity, text in _entity_texts(msg, [MessageEntity.BOT_COMMAND]).items():
         if entity.offset != 0:
             continue
         _, at, target = text.partition("@")
@@ -161,11 +174,11 @@ def _strip_mentions(msg: Message, me: BotIdentity) -> str:
     mentions = sorted(_my_mentions(msg, me), key=lambda e: e.offset)
     if not mentions:
         return text.strip()
-    units = text.encode(_UTF16)
+    units = text.encode(_UTF16, "surrogatepass")
     result, cursor = "", 0
     for entity in [*mentions, None]:
         end = len(units) // 2 if entity is None else entity.offset
-        piece = units[cursor * 2 : end * 2].decode(_UTF16)
+        piece = units[cursor * 2 : end * 2].decode(_UTF16, "surrogatepass")
         if cursor:
             piece = _AFTER_MENTION.sub("", piece, count=1)
         if result and piece:

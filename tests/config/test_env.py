@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.config import load_config_text
+from chatbridge.config import ConfigError, load_config_text
 from tests.config._helpers import load_error, load_ok, render
 
 TELEGRAM_ON = """
@@ -140,3 +140,11 @@ def test_keys_are_not_substituted(tmp_path: Path) -> None:
     assert render(err) == [
         "FILE:2: bot.${KEY}: unknown key; expected one of: system_prompt, language, timezone"
     ]
+
+
+def test_a_substituted_secret_in_a_field_that_quotes_its_input_is_masked(tmp_path: Path) -> None:
+    text = "platforms:\n  telegram:\n    enabled: ${TOKENISH}\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config_text(text, source="FILE", environ={"TOKENISH": "hunter22"})
+    assert "hunter22" not in str(caught.value)
+    assert "platforms.telegram.enabled" in str(caught.value)

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from chatbridge.core.incoming import CUT_NOTES, clean_text, cut_for_prompt
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.settings import EngineSettings
-from tests.support.fakes import RecordingOutbox
 from tests.support import tally
+from tests.support.fakes import RecordingOutbox
 from tests.support.testbot import ALICE, make_testbot
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))

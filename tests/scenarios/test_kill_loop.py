@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import tally
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Body, Reply
-from tests.support import tally
 
 pytestmark = pytest.mark.slow
 
