@@ -238,6 +238,12 @@ async def _stop(process: asyncio.subprocess.Process) -> tuple[int, str]:
     return process.returncode or 0, err.decode(errors="replace")
 
 
+def _is_partial(message: str, answers: set[str]) -> bool:
+    """A strict beginning of one of the expected answers (a progress message)."""
+    text = message.strip()
+    return bool(text) and any(a.startswith(text) and a != text for a in answers)
+
+
 def _bot_messages(telegram: FakeTelegram, chat: int) -> list[str]:
     """Bot messages (not edits) in the chat, in their current text."""
     return telegram.bot_texts(chat)
@@ -311,7 +317,14 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path, mode: s
     duplicates = [
         (u, a) for u, shown in transcripts.items() for a in set(shown) if shown.count(a) > 1
     ]
-    extra = {u: len(shown) - len(sent[u]) for u, shown in transcripts.items()}
+    # A kill between Telegram taking a progress message and the store recording
+    # its reference leaves that partial behind (no Bot API call is idempotent):
+    # the full answer follows in a new message. Counted apart, never as an answer.
+    partials = {
+        u: [m for m in shown if m not in expected[u] and _is_partial(m, expected[u])]
+        for u, shown in transcripts.items()
+    }
+    extra = {u: len(shown) - len(partials[u]) - len(sent[u]) for u, shown in transcripts.items()}
     seen_not_stored = [
         t for u, ts in sent.items() for t in ts
         if _answer_for(t) in transcripts[u] and t not in memories[u]
@@ -320,6 +333,7 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path, mode: s
         f"\nkill loop ({mode}): kills={kills} messages={total} unanswered={len(unanswered)} "
         f"duplicates={len(duplicates)} extra_bot_messages={sum(max(0, e) for e in extra.values())} "
         f"missing_from_memory={len(seen_not_stored)} "
+        f"partials_left={sum(len(p) for p in partials.values())} "
         f"provider_requests={len(openai.requests)} wall={time.monotonic() - started:.1f}s"
         f"{delivery}"
     )
@@ -336,6 +350,8 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path, mode: s
         f"{[(u, m) for u, ms in transcripts.items() for m in ms if m not in expected[u]]}"
     )
     assert seen_not_stored == [], f"answers seen but not in memory: {seen_not_stored}"
+    # At most one partial per answer streaming at a kill (3 users, one each).
+    assert sum(len(p) for p in partials.values()) <= len(USERS) * kills
 
 
 @pytest.mark.parametrize("mode", MODES)
