@@ -27,10 +27,18 @@ from chatbridge.core.memory import (
 )
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
-from chatbridge.core.ports import DeliveryError, Outbox, Prompt, Provider, ProviderError, TextDelta
+from chatbridge.core.ports import (
+    DeliveryError,
+    Outbox,
+    Prompt,
+    Provider,
+    ProviderError,
+    ProviderMisconfigured,
+    TextDelta,
+)
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import Store, StoreError
+from chatbridge.core.store.base import LeaseLost, Store, StoreError
 
 __all__ = ["Answerer"]
 
@@ -176,7 +184,7 @@ class Answerer:
         the provider's message already says what happened, without secrets.
         """
         settings = self._settings
-        needs_admin = self._needs_admin(exc)
+        needs_admin = isinstance(exc, ProviderMisconfigured)  # only a config change helps
         if needs_admin:
             log.error("no answer, the provider config needs fixing: %s", exc)
         else:
@@ -190,14 +198,6 @@ class Answerer:
                 await reply.finish(settings.say(key, providers=self._provider.label))
         except DeliveryError as delivery_exc:
             log.warning("failure notice not delivered: %s", delivery_exc)
-
-    @staticmethod
-    def _needs_admin(exc: ProviderError) -> bool:
-        """Whether only a config change can help (`ProviderMisconfigured`)."""
-        # TODO(owner of this module): move up to the `core.ports` import.
-        from chatbridge.core.ports.provider import ProviderMisconfigured
-
-        return isinstance(exc, ProviderMisconfigured)
 
     async def _remember(
         self,
@@ -214,8 +214,6 @@ class Answerer:
 
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
-        from chatbridge.core.store.base import LeaseLost  # (kept local to this method)
-
         conversation = entry.message.conversation
         settings = self._settings
         updated = append_turns(

@@ -83,8 +83,8 @@ class Engine:
         self.metrics = metrics or Metrics()
         self.commands: tuple[tuple[str, str], ...] = COMMANDS
         self._replicated = leases is not None
-        self._locks = KeyedLocks()  # the in-process leases, unless shared ones were given
-        self._leases: ConversationLeases = leases if leases is not None else self._locks
+        # In-process locks unless shared (Redis) leases were given.
+        self._leases: ConversationLeases = leases if leases is not None else KeyedLocks()
         self._notices: CancelNotices = notices if notices is not None else LocalNotices()
         self._lease_ttl = lease_ttl
         self._background: set[asyncio.Task[None]] = set()
