@@ -44,10 +44,11 @@ from tests.bench import bench_store
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.redis_server import redis_url
 from tests.support.sse import Body, Reply
 
 DB = 8
-REDIS_URL = f"redis://127.0.0.1:6379/{DB}"
+REDIS_URL = redis_url(DB)  # the bench run's own server, never a developer's
 SECRET = "bench-Secret"
 USERS = 30
 MESSAGES = 5

@@ -21,7 +21,7 @@ entry) with inboxed ones (`inbox_add`, then `commit_exchange` with that
 markers; "writes" are write transactions (SQLite, counted) or round trips
 (Redis), "WAL pages" the frames SQLite appended per message (counted with
 `PRAGMA wal_checkpoint` over a separate run of each kind). Redis rows need the
-server on 127.0.0.1:6379 and are skipped without it.
+server the bench starts itself (tests.support.redis_server) and are skipped without redis-server.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.store import DEDUPE_WINDOW, JsonStore, RedisStore, SqliteStore
+from tests.support.redis_server import redis_url
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = redis_url()  # the bench run's own server, never a developer's
 
 DAY = "2025-04-05"
 NOW = 1_743_854_580.0

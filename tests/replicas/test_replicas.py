@@ -34,8 +34,9 @@ from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
 from chatbridge.core.store import LeaseLost, RedisStore
 from chatbridge.core.store._redis_lease import RedisLeases, RedisNotices, fence_key, lease_key
 from chatbridge.core.texts import say
-from tests.core.store.helpers import REDIS_URL, purge_redis, redis_unavailable
+from tests.core.store.helpers import purge_redis
 from tests.support.fakes import RecordingOutbox
+from tests.support.redis_server import redis_unavailable, redis_url
 
 TTL = 1.0
 
@@ -104,7 +105,7 @@ async def make(prefix: str) -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
     async def build(
         provider: TrackingProvider, chats: Chats, *, cancel: bool = False, sweep: bool = True
     ) -> Replica:
-        store = RedisStore(REDIS_URL, max_entries=100, prefix=prefix)
+        store = RedisStore(redis_url(), max_entries=100, prefix=prefix)
         await store.open()
         leases = RedisLeases(store, ttl=TTL, poll=0.01)
         settings = EngineSettings(language="en", inject_entries=0, cancel_on_new_message=cancel)
@@ -210,7 +211,7 @@ async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(  # 
 ) -> None:
     provider, chats = TrackingProvider(), Chats()
     replica = await make(provider, chats)
-    client = aioredis.from_url(REDIS_URL)
+    client = aioredis.from_url(redis_url())
     try:  # a holder that took the lease, then died: never extended, never released
         lease = lease_key(prefix, "telegram:3::3")
         assert await client.set(lease, "dead", nx=True, px=int(TTL * 1000))
@@ -254,7 +255,7 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str) -> None:
-    store = RedisStore(REDIS_URL, max_entries=10, prefix=prefix)
+    store = RedisStore(redis_url(), max_entries=10, prefix=prefix)
     await store.open()
     try:
         leases = RedisLeases(store, ttl=TTL)
@@ -263,7 +264,7 @@ async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str)
         entry = MemoryEntry(1000.0, "a", "b", conversation, user="telegram:5")
         async with leases.hold(conversation) as lease:
             assert lease.fence > 0
-            client = aioredis.from_url(REDIS_URL)
+            client = aioredis.from_url(redis_url())
             try:  # another replica took the lease over meanwhile
                 await client.incr(fence_key(prefix, conversation))
             finally:
@@ -295,7 +296,7 @@ async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(  # typ
     provider.gate = asyncio.Event()
     assert await replica.engine.accept(_message("6", "c6m1", event="e6"))
     await _until(lambda: _true(bool(provider.streams)), 2)
-    client = aioredis.from_url(REDIS_URL)
+    client = aioredis.from_url(redis_url())
     try:  # a takeover while the answer streams
         await client.incr(fence_key(prefix, "telegram:6::6"))
     finally:

@@ -2,8 +2,9 @@
 
 Each replica is a real `chatbridge run` child with its own `server.port` and
 Telegram in webhook mode (its own webhook URL, one shared secret), the Redis
-store on a test database of its own (the config has no key-prefix setting, so
-the test takes Redis DB `DB` and FLUSHDBs it before and after), and one
+store on the test run's own server (`tests.support.redis_server`; the config
+has no key-prefix setting, so the test takes Redis DB `DB` of that server and
+FLUSHDBs it before and after, or skips where the server is not its own), and one
 `FakeOpenAI` whose answers quote the user's text, so the Nth answer in the chat
 shows which message it answers. A sampler watches the fake's open streams:
 one conversation must never stream twice at once.
@@ -26,17 +27,16 @@ import aiohttp
 import pytest
 import redis
 
-from tests.core.store.helpers import redis_unavailable
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.redis_server import flush_allowed, redis_unavailable, redis_url
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
 ALICE = 579304651
 DB = 7
-REDIS_URL = f"redis://127.0.0.1:6379/{DB}"
 SECRET = "s3cret-Replica"
 TTL = 2.0
 
@@ -58,7 +58,7 @@ engine:
   lease_ttl: {TTL}s
 memory:
   backend: redis
-  url: {REDIS_URL}
+  url: {redis_url(DB)}
   inject_entries: 0
 providers:
   main:
@@ -92,7 +92,7 @@ class Replica:
 
 
 def flushdb() -> None:
-    with redis.Redis.from_url(REDIS_URL) as client:
+    with redis.Redis.from_url(redis_url(DB)) as client:
         client.flushdb()
 
 
@@ -101,6 +101,8 @@ def redis_db() -> Iterator[None]:
     reason = redis_unavailable()
     if reason:
         pytest.skip(reason)
+    if not flush_allowed():
+        pytest.skip("needs a Redis server of its own (unset CHATBRIDGE_TEST_REDIS_URL)")
     flushdb()
     yield
     flushdb()

@@ -11,9 +11,9 @@ from tests.core.store.helpers import (
     opened,
     purge_redis,
     redis_prefix,
-    redis_unavailable,
     store_path,
 )
+from tests.support.redis_server import redis_unavailable
 
 
 @pytest.fixture(params=BACKENDS)

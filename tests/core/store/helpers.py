@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import os
 import uuid
 from pathlib import Path
 
@@ -22,12 +20,13 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
+from tests.support.redis_server import redis_url
 
 BACKENDS = ("sqlite", "json", "redis")
 AnyStore = SqliteStore | JsonStore | RedisStore
 
-# The redis tests use the real server CI starts; each test gets its own key prefix.
-REDIS_URL = "redis://127.0.0.1:6379/0"
+# The redis tests use the run's own server (tests.support.redis_server); each
+# test still gets its own key prefix, so a server named by the environment is safe.
 _RUN = uuid.uuid4().hex[:8]  # parallel or earlier runs never share a prefix
 
 
@@ -39,7 +38,7 @@ def store_path(backend: str, root: Path) -> Path:
 def new_store(backend: str, path: Path, *, max_entries: int = 5) -> AnyStore:
     """For redis, `path` only names the test's key prefix (same path, same data)."""
     if backend == "redis":
-        return RedisStore(REDIS_URL, max_entries=max_entries, prefix=redis_prefix(path))
+        return RedisStore(redis_url(), max_entries=max_entries, prefix=redis_prefix(path))
     cls = SqliteStore if backend == "sqlite" else JsonStore
     return cls(path, max_entries=max_entries)
 
@@ -48,23 +47,9 @@ def redis_prefix(path: Path) -> str:
     return f"cbtest:{_RUN}:{hashlib.sha256(str(path).encode()).hexdigest()[:16]}:"
 
 
-@functools.cache
-def redis_unavailable() -> str:
-    """Why the redis tests cannot run here, or "" when the server answers PING."""
-    try:
-        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1.0, socket_timeout=2.0) as c:
-            c.ping()
-    except (OSError, redis.RedisError) as err:
-        if os.environ.get("CHATBRIDGE_REQUIRE_REDIS"):
-            # CI sets this: a broken Redis service must fail the run, not skip 40 tests.
-            raise RuntimeError(f"Redis is required here but {REDIS_URL} failed: {err}") from err
-        return f"no Redis server at {REDIS_URL} ({err}); CI starts one"
-    return ""
-
-
 def redis_keys(prefix: str) -> dict[str, object]:
     """Every key under `prefix` with its type-appropriate value (SCAN, not KEYS)."""
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    client = redis.Redis.from_url(redis_url(), decode_responses=True)
     readers = {
         "string": client.get,
         "list": lambda k: client.lrange(k, 0, -1),
@@ -79,7 +64,7 @@ def redis_keys(prefix: str) -> dict[str, object]:
 
 
 def purge_redis(prefix: str) -> None:
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url())
     try:
         keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
         if keys:

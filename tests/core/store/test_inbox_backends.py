@@ -17,16 +17,15 @@ import redis.asyncio as aioredis
 from chatbridge.core.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
 from chatbridge.core.store import json_file as json_module
 from tests.core.store.helpers import (
-    REDIS_URL,
     exchange,
     inbox_entry,
     opened,
     redis_keys,
     redis_prefix,
-    redis_unavailable,
     snapshot,
     store_path,
 )
+from tests.support.redis_server import redis_unavailable, redis_url
 
 SECRET = "IBIS-0d3a-Bahnhofstraße-8"
 
@@ -46,7 +45,7 @@ def _sql(path: Path, *statements: str) -> list[tuple[object, ...]]:
 async def raw() -> AsyncIterator[aioredis.Redis]:
     if reason := redis_unavailable():
         pytest.skip(reason)
-    client = aioredis.from_url(REDIS_URL, decode_responses=True)
+    client = aioredis.from_url(redis_url(), decode_responses=True)
     yield client
     await client.aclose()
 
@@ -84,7 +83,7 @@ async def raw_or_none(backend: str) -> AsyncIterator[aioredis.Redis | None]:
     if backend != "redis":
         yield None
         return
-    client = aioredis.from_url(REDIS_URL, decode_responses=True)
+    client = aioredis.from_url(redis_url(), decode_responses=True)
     yield client
     await client.aclose()
 
@@ -215,7 +214,7 @@ async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path
     from chatbridge.core.store import RedisStore
 
     prefix = redis_prefix(tmp_path)
-    store = RedisStore(REDIS_URL, max_entries=3, prefix=prefix, ttl=600)
+    store = RedisStore(redis_url(), max_entries=3, prefix=prefix, ttl=600)
     await store.open()
     try:
         await store.inbox_add(inbox_entry("telegram:1", at=time.time(), sent=("m",)))
@@ -262,7 +261,7 @@ async def test_redis_foreign_inbox_keys_refuse_the_add(
     else:
         await raw.set(key, "x")
     planted = await raw.dump(key)
-    store = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await store.open()
     try:
         with pytest.raises(StoreCorrupt, match="left untouched") as err:
@@ -279,7 +278,7 @@ async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path:
     from chatbridge.core.store import RedisStore
 
     prefix = redis_prefix(tmp_path)
-    store = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await store.open()
     try:
         now = time.time()
@@ -305,7 +304,7 @@ async def test_redis_works_after_the_script_cache_is_flushed(
     from chatbridge.core.store import RedisStore
 
     prefix = redis_prefix(tmp_path)
-    store = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await store.open()
     try:
         await store.inbox_add(inbox_entry("telegram:1", at=time.time()))

@@ -1,7 +1,7 @@
 """Redis specifics: key layout, expiry, atomic commits, forget, errors.
 
 The shared contract (test_contract.py) runs against redis too. Everything here
-uses the real server on 127.0.0.1:6379 with a fresh key prefix per test, and
+uses the run's own real server (tests.support.redis_server) with a fresh key prefix per test, and
 deletes that prefix's keys afterwards; without a server these tests skip
 (except the ones that need none).
 """
@@ -22,13 +22,8 @@ import redis.asyncio as aioredis
 from chatbridge.core.models import Session, Turn, Usage
 from chatbridge.core.store import RedisStore, StoreCorrupt, StoreError, open_store
 from chatbridge.core.store._codec import user_hash
-from tests.core.store.helpers import (
-    REDIS_URL,
-    exchange,
-    purge_redis,
-    redis_keys,
-    redis_unavailable,
-)
+from tests.core.store.helpers import exchange, purge_redis, redis_keys
+from tests.support.redis_server import redis_unavailable, redis_url
 
 USER = "telegram:579304651"
 KEY = "telegram:579304651::579304651"
@@ -48,7 +43,7 @@ def prefix() -> Iterator[str]:
 
 @pytest.fixture
 async def store(prefix: str) -> AsyncIterator[RedisStore]:
-    s = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    s = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await s.open()
     yield s
     await s.aclose()
@@ -57,13 +52,13 @@ async def store(prefix: str) -> AsyncIterator[RedisStore]:
 @pytest.fixture
 async def raw() -> AsyncIterator[aioredis.Redis]:
     """A plain client, to look at and tamper with keys behind the store's back."""
-    client = aioredis.from_url(REDIS_URL, decode_responses=True)
+    client = aioredis.from_url(redis_url(), decode_responses=True)
     yield client
     await client.aclose()
 
 
 async def test_layout_types_and_expiry(prefix: str, raw: aioredis.Redis) -> None:
-    s = RedisStore(REDIS_URL, max_entries=3, prefix=prefix, ttl=600)
+    s = RedisStore(redis_url(), max_entries=3, prefix=prefix, ttl=600)
     await s.open()
     await s.commit_exchange(exchange("hi", user=USER, key=KEY, day=DAY))
     await s.aclose()
@@ -224,7 +219,7 @@ async def test_foreign_keys_are_corrupt_on_read_and_forget(
 
 
 async def test_concurrent_commits_each_land_once_and_whole(prefix: str) -> None:
-    a, b = (RedisStore(REDIS_URL, max_entries=5, prefix=prefix) for _ in range(2))
+    a, b = (RedisStore(redis_url(), max_entries=5, prefix=prefix) for _ in range(2))
     await a.open()
     await b.open()
     try:
@@ -248,7 +243,7 @@ async def test_forget_retries_when_the_user_commits_meanwhile(
     store: RedisStore, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await store.commit_exchange(exchange(SECRET, user="telegram:1", key="telegram:1:a"))
-    other = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    other = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await other.open()
     original = store._read
     calls = 0
@@ -273,7 +268,7 @@ async def test_forget_retries_when_the_user_commits_meanwhile(
 async def test_tombstone_is_hashed_and_expires_no_sooner_than_usage(
     prefix: str, raw: aioredis.Redis
 ) -> None:
-    s = RedisStore(REDIS_URL, max_entries=3, prefix=prefix, ttl=600)
+    s = RedisStore(redis_url(), max_entries=3, prefix=prefix, ttl=600)
     await s.open()
     await s.commit_exchange(exchange("hi", user=USER, key=KEY, day=DAY))
     await s.forget(USER)
@@ -292,7 +287,7 @@ async def test_a_forget_between_check_and_exec_still_wins(
     first = exchange(SECRET, user="telegram:1", key="telegram:1:a")
     await store.commit_exchange(first)
     await store.commit_exchange(exchange(KEPT, user="discord:2"))
-    admin = RedisStore(REDIS_URL, max_entries=3, prefix=prefix)
+    admin = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await admin.open()
     original = store._check_types
 
@@ -368,9 +363,10 @@ async def test_password_never_appears(url: str, shown: str) -> None:
 async def test_wrong_password_is_a_masked_store_error() -> None:
     if reason := redis_unavailable():
         pytest.skip(reason)
+    address = redis_url().removeprefix("redis://")
     with pytest.raises(StoreError, match="refused the login") as err:
-        await RedisStore("redis://nobody:hunter2@127.0.0.1:6379/0", max_entries=3).open()
-    assert str(err.value).startswith("redis://nobody:***@127.0.0.1:6379/0 refused the login")
+        await RedisStore(f"redis://nobody:hunter2@{address}", max_entries=3).open()
+    assert str(err.value).startswith(f"redis://nobody:***@{address} refused the login")
     assert "hunter2" not in str(err.value)
 
 
@@ -382,13 +378,13 @@ async def test_unusable_url(url: str) -> None:
 
 def test_ttl_must_be_positive() -> None:
     with pytest.raises(ValueError, match="ttl"):
-        RedisStore(REDIS_URL, max_entries=3, ttl=0)
+        RedisStore(redis_url(), max_entries=3, ttl=0)
 
 
 async def test_open_store_builds_the_redis_backend() -> None:
     if reason := redis_unavailable():
         pytest.skip(reason)
-    s = await open_store(backend="redis", path=Path("unused"), url=REDIS_URL, max_entries=3)
+    s = await open_store(backend="redis", path=Path("unused"), url=redis_url(), max_entries=3)
     try:
         assert isinstance(s, RedisStore)
         assert await s.ring(f"cbtest-nobody-{uuid.uuid4().hex}", since=0) == []  # reads only
