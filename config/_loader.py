@@ -85,8 +85,7 @@ def load_config(
     except PermissionError:
         raise _file_error(path, "permission denied") from None
     except UnicodeDecodeError as exc:
-        message = f"not UTF-8 text (byte {exc.start})"
-        raise _file_error(path, message) from None
+        raise _not_utf8(path, raw, exc) from None
     except OSError as exc:
         raise _file_error(path, (exc.strerror or "cannot be read").lower()) from None
     base_dir = path.absolute().parent
@@ -176,6 +175,19 @@ def _sections(data: dict[str, Any], only: Collection[str] | None) -> dict[str, A
         return data
     known = ChatbridgeConfig.model_fields
     return {key: value for key, value in data.items() if key in only or key not in known}
+
+
+def _not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError) -> ConfigError:
+    """`FILE:LINE: byte 0xfc is not UTF-8 …`: the line of the first bad byte."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        message = "this is UTF-16 text; save the file as UTF-8"
+        return ConfigError([ConfigIssue(file=str(path), line=1, path="", message=message)])
+    line = raw.count(b"\n", 0, exc.start) + 1
+    message = (
+        f"byte 0x{raw[exc.start]:02x} is not UTF-8 text; save the file as UTF-8 "
+        "(an editor set to Latin-1 or Windows-1252 writes umlauts this way)"
+    )
+    return ConfigError([ConfigIssue(file=str(path), line=line, path="", message=message)])
 
 
 def _file_error(path: Path, message: str) -> ConfigError:

@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import SafeConstructor
+from yaml.error import Mark
+from yaml.reader import ReaderError
 
 from ._errors import Loc, format_loc
 
@@ -80,14 +82,25 @@ class ParsedYaml:
 
 
 def parse_yaml(text: str) -> ParsedYaml:
-    """Parse one YAML document; syntax errors land in `problems` with path `yaml`."""
+    """Parse one YAML document; syntax errors land in `problems` with path `yaml`.
+
+    Characters YAML refuses (a tab where it needs spaces, NUL and other
+    control characters) get their line and what to do, with no path: they
+    are about the file's text, not a key.
+    """
     result = ParsedYaml()
     try:
         root = yaml.compose(text, Loader=_BoundedLoader)
+    except ReaderError as exc:
+        result.problems.append((_line_at(text, exc.position), "", _refused_character(exc)))
+        return result
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        result.problems.append((mark.line + 1 if mark else None, "yaml", problem))
+        if mark is not None and "'\\t'" in problem:
+            result.problems.append((mark.line + 1, "", _tab_problem(text, mark)))
+        else:
+            result.problems.append((mark.line + 1 if mark else None, "yaml", problem))
         return result
     if root is not None:
         result.lines[()] = root.start_mark.line + 1
@@ -99,6 +112,27 @@ def parse_yaml(text: str) -> ParsedYaml:
             where = format_loc(refused.loc[:2]) or "yaml"  # the top of a 50-deep path is enough
             result.problems[:] = [(line, where, refused.message)]
     return result
+
+
+def _line_at(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
+
+
+def _refused_character(exc: ReaderError) -> str:
+    char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+    if char == "\x00":
+        return (
+            "NUL bytes (\\x00) are not allowed; save the file as UTF-8 text "
+            "(an editor writing UTF-16, or a binary file, puts them there)"
+        )
+    return f"control character U+{ord(char):04X} is not allowed in YAML; delete it"
+
+
+def _tab_problem(text: str, mark: Mark) -> str:
+    line = text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""
+    if not line[: mark.column].strip(" \t"):
+        return "tabs are not allowed in YAML indentation; use spaces"
+    return f"a tab cannot separate YAML here (column {mark.column + 1}); use a space"
 
 
 class _Builder:
