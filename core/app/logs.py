@@ -2,7 +2,8 @@
 
 HTTP client libraries log request URLs, and the Telegram Bot API puts the bot
 token in the URL path; so every record is scrubbed of the configured secret
-values before any handler formats it.
+values before any handler formats it. The SDKs' records follow chatbridge's
+level rules (`library_logs`): a handled condition is no ERROR.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import logging
 import sys
 from collections.abc import Iterable
+
+from chatbridge.core.app import library_logs
 
 __all__ = ["JsonFormatter", "SecretRedactor", "setup_logging"]
 
@@ -101,4 +104,6 @@ def setup_logging(
     root.setLevel(level)
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    # The SDKs' own records follow the same level rules as ours.
+    library_logs.install()
     return redactor
