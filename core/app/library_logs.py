@@ -46,6 +46,7 @@ class Rule:
 
 
 _WARNING, _INFO = logging.WARNING, logging.INFO
+_DETAIL_CHARS = 300  # aiohttp quotes the client's bad bytes; a line, not a dump
 _SOCKET_MODE = ("slack_bolt.AsyncApp", "slack_sdk.socket_mode.aiohttp")
 
 RULES: tuple[Rule, ...] = (
@@ -129,7 +130,7 @@ class LibraryRules(logging.Filter):
                 return False
             if exc is not None:
                 # One line says why; the traceback stays for debug level.
-                detail = " ".join(str(exc).split())
+                detail = " ".join(str(exc).split())[:_DETAIL_CHARS]
                 message = f"{message}: {type(exc).__name__}" + (f": {detail}" if detail else "")
             record.msg, record.args = message, None
             record.levelno, record.levelname = rule.level, logging.getLevelName(rule.level)
