@@ -103,6 +103,14 @@ class BackgroundReloads:
                 return
 
 
+def _bound(runner: web.AppRunner, host: str, port: int) -> str:
+    """`host:port` as bound: with `server.port: 0` the port the OS picked."""
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return f"{host}:{address[1]}"
+    return f"{host}:{port}"
+
+
 async def _warm_quietly(engine: Engine) -> None:
     try:
         await warm(engine.provider)
@@ -186,11 +194,10 @@ async def serve(
         stack.callback(warming.cancel)
         left = await engine.resume()
         log.info(
-            "serving %s with provider %s on %s:%s%s",
+            "serving %s with provider %s on %s%s",
             ", ".join(p.name for p in platforms),
             choice.description,
-            config.server.host,
-            config.server.port,
+            _bound(runner, config.server.host, config.server.port),
             f"; answering {left} messages left from before the restart" if left else "",
         )
         await stop.wait()
