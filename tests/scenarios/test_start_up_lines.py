@@ -36,7 +36,11 @@ SERVING = re.compile(r"serving discord, slack with provider .* on 127\.0\.0\.1:(
 def _config(discord: FakeDiscord, slack: FakeSlack, openai: FakeOpenAI) -> str:
     return f"""
 providers:
-  main: {{type: openai, model: gpt-test, api_key: "${{OPENAI_API_KEY}}", base_url: "{openai.base_url}"}}
+  main:
+    type: openai
+    model: gpt-test
+    api_key: ${{OPENAI_API_KEY}}
+    base_url: {openai.base_url}
 platforms:
   discord:
     enabled: true
