@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from aiohttp import web
 
 from chatbridge.config import ChatbridgeConfig
+from chatbridge.core.app.preflight import NO_PLATFORM, refuse_to_serve
 from chatbridge.core.app.registry import PlatformContext, build_platforms
 from chatbridge.core.app.reload import Reloader
 from chatbridge.core.app.wiring import engine_from_config
@@ -139,6 +140,11 @@ async def serve(
     `reload` re-reads the config file (SIGHUP); `on_secrets` learns the
     secrets of a reloaded config so logs keep masking them.
     """
+    # Refusals that need nothing opened come first: no store file, no data/.
+    refusal = refuse_to_serve(config, environ)
+    if refusal:
+        say(refusal)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -164,10 +170,7 @@ async def serve(
         context = PlatformContext(handler=engine, commands=engine.commands, server=server)
         platforms = build_platforms(config, context)
         if not platforms:
-            say(
-                "no platform is enabled; set platforms.telegram.enabled: true "
-                "(or talk to the bot with `chatbridge chat`)"
-            )
+            say(NO_PLATFORM)
             return 2
         runner = web.AppRunner(server, access_log=None)
         await runner.setup()

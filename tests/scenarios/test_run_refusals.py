@@ -1,0 +1,91 @@
+"""What `chatbridge run` refuses before it opens anything, as a new admin meets it.
+
+Each refusal is one line naming the setting to change, exit 2, and leaves no
+`data/` directory and no store file behind; nothing reaches a platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
+from tests.support.fake_telegram import FakeTelegram
+
+ALICE = 579304651
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _telegram_only(telegram: FakeTelegram, providers: str = "") -> str:
+    return f"""
+{providers}
+platforms:
+  telegram:
+    enabled: true
+    base_url: {telegram.base_url}
+access:
+  allow: [telegram:{ALICE}]
+server:
+  port: {free_port()}
+"""
+
+
+async def test_without_a_platform_no_data_directory_is_made(tmp_path: Path) -> None:
+    result = await run_cli("run", cwd=tmp_path)
+    assert result.code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "no platform is enabled" in line
+    assert _files(tmp_path) == [], "run created files without a platform to serve"
+
+
+async def test_without_a_real_provider_run_names_what_to_set(tmp_path: Path) -> None:
+    async with FakeTelegram() as telegram:
+        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram))
+        result = await run_cli("run", cwd=tmp_path, env={"TELEGRAM_BOT_TOKEN": telegram.token})
+        calls = list(telegram.calls)
+    assert result.code == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    for named in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "type: debug"):
+        assert named in line, line
+    assert calls == [], "run connected to Telegram although it would answer with the debug echo"
+    assert _files(tmp_path) == ["chatbridge.yaml"]
+
+
+async def test_a_debug_provider_named_in_the_config_serves_on_purpose(tmp_path: Path) -> None:
+    providers = "providers:\n  main: {type: debug}\n"
+    async with FakeTelegram() as telegram:
+        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram, providers))
+        process = await asyncio.create_subprocess_exec(
+            *CHATBRIDGE, "run", cwd=tmp_path, env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            telegram.push_text(ALICE, ALICE, "Hallo Debug")
+            await telegram.wait_for(lambda: bool(telegram.bot_texts(ALICE)), within=30)
+            process.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(process.communicate(), 30)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+    assert process.returncode == 0, err.decode()
+    (answer,) = telegram.bot_texts(ALICE)
+    assert "[system]" in answer
+    assert "Hallo Debug" in answer
+
+
+async def test_an_api_key_in_the_environment_is_a_real_provider(tmp_path: Path) -> None:
+    """The refusal is about the debug fallback only: a key lets run start (and
+    here fail later, at Telegram, which proves it got past the check)."""
+    async with FakeTelegram() as telegram:
+        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram))
+        env = {"TELEGRAM_BOT_TOKEN": "123:wrong-token", "ANTHROPIC_API_KEY": "sk-ant-test"}
+        result = await run_cli("run", cwd=tmp_path, env=env)
+    assert result.code == 1, result.stderr
+    assert "telegram rejected the bot token" in result.stderr
