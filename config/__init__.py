@@ -8,6 +8,7 @@ Typical use::
 
 from ._duration import Duration
 from ._errors import ConfigError, ConfigIssue
+from ._ids import check_user_id
 from ._loader import load_config, load_config_text, resolve_config_path
 from ._models import (
     AccessConfig,
@@ -42,6 +43,7 @@ __all__ = [
     "ServerConfig",
     "SlackConfig",
     "TelegramConfig",
+    "check_user_id",
     "describe_store",
     "env_secret",
     "load_config",

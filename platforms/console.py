@@ -24,10 +24,17 @@ class ConsoleOutbox:
     def __init__(self, out: TextIO) -> None:
         self._out = out
         self._printed = 0
+        self.reader_gone = False
 
     async def send(self, text: str) -> SentMessage:
-        self._out.write(f"{text}\n\n")
-        self._out.flush()
+        """Prints the text; once the reader has left (a closed pipe) it prints
+        nothing more, and the platform stops reading input."""
+        if not self.reader_gone:
+            try:
+                self._out.write(f"{text}\n\n")
+                self._out.flush()
+            except BrokenPipeError:
+                self.reader_gone = True
         self._printed += 1
         return f"console:{self._printed}"
 
@@ -55,6 +62,11 @@ class ConsolePlatform:
         self._stdin = stdin
         self._outbox = ConsoleOutbox(stdout)
 
+    @property
+    def reader_gone(self) -> bool:
+        """stdout was closed by its reader (`chatbridge chat | head -1`)."""
+        return self._outbox.reader_gone
+
     async def run(self) -> None:
         """Answer what this console conversation left unanswered (a killed
         `chatbridge chat`), then every line until EOF."""
@@ -62,7 +74,7 @@ class ConsolePlatform:
         engine.attach("console", lambda message: self._outbox)
         await engine.resume(only=lambda m: m.conversation == self._conversation)
         lines = self._read_lines_in_background()
-        while (line := await lines.get()) is not None:
+        while not self.reader_gone and (line := await lines.get()) is not None:
             text = line.strip()
             if text:
                 message = IncomingMessage(conversation=self._conversation, text=text)

@@ -1,7 +1,10 @@
 """`chatbridge` command line: run, chat, config check, memory show|forget|export.
 
-Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage.
-Every failure is one sentence on stderr, never a traceback.
+Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage
+(a `--user` that is neither `platform:id` nor an identity name, a store
+directory that cannot be written, `run` without a platform or a provider).
+Every failure is one sentence on stderr, never a traceback. `chat` ends
+quietly (exit 0) when its reader leaves (`chatbridge chat | head -1`).
 
 The `memory` commands read only the sections they need (`MEMORY_SECTIONS`), so
 they work where the platform and provider secrets are not set; they never
@@ -28,12 +31,14 @@ import chatbridge
 from chatbridge.config import (
     ChatbridgeConfig,
     ConfigError,
+    check_user_id,
     describe_store,
     load_config,
     resolve_config_path,
     summarize,
 )
 from chatbridge.core.app.logs import SecretRedactor, setup_logging
+from chatbridge.core.app.preflight import unwritable_store
 from chatbridge.core.app.wiring import (
     access_from_config,
     engine_from_config,
@@ -160,9 +165,34 @@ async def _chat(
     async with engine_from_config(config, environ=environ) as (engine, choice):
         if not args.quiet:
             print(_banner(args.user, config, engine, choice.description), flush=True)
-        await ConsolePlatform(engine, user=args.user, stdin=sys.stdin, stdout=sys.stdout).run()
+        console = ConsolePlatform(engine, user=args.user, stdin=sys.stdin, stdout=sys.stdout)
+        await console.run()
         await engine.drain(config.engine.shutdown_grace)
+    if console.reader_gone:
+        # `chatbridge chat | head -1`: the reader left, which ends the chat
+        # like Ctrl-D; nothing more can be printed, not even at exit.
+        _silence_stdout()
     return EXIT_OK
+
+
+def _bad_user(user: str, config: ChatbridgeConfig, *, console: bool) -> str | None:
+    """`--user` must be a `platform:id` or a name under `identities`; anything
+    else would act on a ring nobody can ever write to."""
+    if console and user == "local":
+        return None
+    if ":" in user:
+        try:
+            check_user_id(user)
+        except ValueError as exc:
+            return f"--user {user}: {exc}"
+        return None
+    if user in config.identities:
+        return None
+    names = ", ".join(sorted(config.identities)) or "none configured"
+    return (
+        f"--user {user}: neither a platform:id (like telegram:579304651) "
+        f"nor a name under identities ({names})"
+    )
 
 
 def _missing_store(config: ChatbridgeConfig) -> Path | None:
@@ -247,8 +277,13 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if args.command == "config":
         print(visible(f"{source}: {summarize(config)}"))
         return EXIT_OK
+    user = getattr(args, "user", None)
+    if user is not None and (bad := _bad_user(user, config, console=args.command == "chat")):
+        return _fail(visible(bad), EXIT_CONFIG, redactor)
     try:
         if args.command == "chat":
+            if unwritable := unwritable_store(config.memory):
+                return _fail(visible(unwritable), EXIT_CONFIG, redactor)
             return asyncio.run(_chat(args, config, environ))
         if args.command == "memory":
             missing = _missing_store(config)

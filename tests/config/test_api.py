@@ -157,6 +157,7 @@ def test_public_api_is_reexported() -> None:
         "describe_store",
         "mask_url",
         "url_secrets",
+        "check_user_id",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)
