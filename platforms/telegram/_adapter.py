@@ -98,12 +98,10 @@ class TelegramPlatform:
         """Connects (getMe), registers commands, then starts receiving."""
         try:
             await self._start()
-        except InvalidToken:
+        except InvalidToken as exc:
             await self.aclose()
             # PTB's own message quotes the token; keep it out of every output.
-            raise PlatformStartFailed(
-                "telegram rejected the bot token; check platforms.telegram.token"
-            ) from None
+            raise PlatformStartFailed(self._refusal(exc)) from None
         except (TelegramError, OSError) as exc:
             await self.aclose()
             raise PlatformStartFailed(
@@ -113,6 +111,20 @@ class TelegramPlatform:
             await self.aclose()
             raise
         log.info("telegram: receiving as @%s via %s", self._bot.username, self._config.mode)
+
+    def _refusal(self, exc: InvalidToken) -> str:
+        """PTB raises `InvalidToken` for 401 and 404 alike (`Bot.initialize`
+        wraps the server's answer as `__cause__`). The Bot API answers 401 to
+        a token it does not know; 404 means no Bot API at `base_url` (a wrong
+        path or host) or a token too malformed to route."""
+        answer = str(exc.__cause__ or exc)
+        if "Not Found" not in answer and "(404)" not in answer:
+            return "telegram rejected the bot token; check platforms.telegram.token"
+        return (
+            f"no Bot API at {self._config.base_url} (getMe answered 404); check "
+            "platforms.telegram.base_url (it ends in /bot), then the form of "
+            "platforms.telegram.token (123456789:AA...)"
+        )
 
     async def _start(self) -> None:
         self._started = True
