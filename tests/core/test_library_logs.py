@@ -112,7 +112,8 @@ def test_discord_voice_warnings_are_not_shown(capsys: pytest.CaptureFixture[str]
     # discord.py warns once per process; re-arm it as a fresh `run` has it.
     VoiceClient.warn_nacl = VoiceClient.warn_dave = True
     discord.Client(intents=discord.Intents.none())
-    assert not (VoiceClient.warn_nacl or VoiceClient.warn_dave), "discord.py did not warn"
+    assert not VoiceClient.warn_nacl, "discord.py did not warn"
+    assert not VoiceClient.warn_dave, "discord.py did not warn"
     logging.getLogger("discord.client").warning("another discord.client warning")
     err = capsys.readouterr().err
     assert "PyNaCl" not in err
