@@ -514,17 +514,30 @@ def test_compose_config_is_valid_apart_from_file_secrets() -> None:
     assert config.providers.entries, "no provider: the bot would answer with the debug provider"
 
 
-def test_compose_config_file_secrets_point_at_mounted_docker_secrets(compose: dict) -> None:  # type: ignore[type-arg]
+def test_compose_config_file_secrets_resolve_on_the_host_and_in_the_container(
+    compose: dict,  # type: ignore[type-arg]
+) -> None:
+    """A relative `<field>_file:` is relative to the config's directory: on the
+    host `deploy/`, in the container the mount point's; both must hold the secret."""
     text = COMPOSE_CONFIG.read_text(encoding="utf-8")
-    declared = {
-        s if isinstance(s, str) else s.get("target", s["source"])
-        for s in compose["services"]["chatbridge"].get("secrets", [])
-    }
+    bot = compose["services"]["chatbridge"]
+    (mount,) = [v for v in bot["volumes"] if v.startswith("./chatbridge.compose.yaml:")]
+    in_container = Path(mount.split(":")[1]).parent
+    targets = {}
+    for secret in bot.get("secrets", []):
+        name = secret if isinstance(secret, str) else secret["source"]
+        target = secret.get("target", name) if isinstance(secret, dict) else name
+        targets[str(Path("/run/secrets") / target)] = compose["secrets"][name]["file"]
     paths = [m.group(3) for m in FILE_KEY.finditer(text)]
     assert paths, "the compose config shows no `<field>_file:` secret"
     for path in paths:
-        assert path.startswith("/run/secrets/"), f"{path} is not under /run/secrets"
-        assert path.removeprefix("/run/secrets/") in declared, f"compose mounts no secret {path}"
+        assert not Path(path).is_absolute(), f"{path}: absolute, so not found on the host"
+        container_path = str(in_container / path)
+        assert container_path in targets, f"compose mounts no secret at {container_path}"
+        host_file = (COMPOSE.parent / targets[container_path]).resolve()
+        assert host_file == (COMPOSE_CONFIG.parent / path).resolve(), (
+            f"on the host {path} is not the file compose mounts ({host_file})"
+        )
 
 
 def test_compose_config_loads_with_file_secrets(tmp_path: Path) -> None:
@@ -539,6 +552,39 @@ def test_compose_config_loads_with_file_secrets(tmp_path: Path) -> None:
             pytest.skip("the loader has no `<field>_file:` secrets yet (issue 12, item 6)")
         raise
     assert config.providers.entries["main"].api_key is not None
+
+
+# --- chatbridge.systemd.yaml, the unit's config ---------------------------------
+
+SYSTEMD_CONFIG = DEPLOY / "chatbridge.systemd.yaml"
+SYSTEMD_ENV = {"TELEGRAM_BOT_TOKEN": "123456:placeholder", "OPENAI_API_KEY": "sk-placeholder"}
+
+
+def test_the_units_config_keeps_the_store_in_its_state_directory(
+    service: dict[str, list[str]],
+) -> None:
+    state = Path("/var/lib") / service["StateDirectory"][-1]
+    assert Path(service["WorkingDirectory"][-1]) == state
+    for environ in (SYSTEMD_ENV, {**SYSTEMD_ENV, "STATE_DIRECTORY": str(state)}):
+        config = load_config_text(
+            SYSTEMD_CONFIG.read_text(encoding="utf-8"),
+            source=str(SYSTEMD_CONFIG),
+            environ=environ,
+            base_dir=Path("/etc/chatbridge"),  # where the unit's --config puts it
+        )
+        store = Path(config.memory.path)
+        assert store.is_absolute(), store
+        assert store.parent == state, f"{store} is outside the unit's StateDirectory"
+    assert config.platforms.telegram.enabled
+    assert config.providers.entries, "no provider: run would refuse to start"
+    assert (config.access.allow, config.access.admins) == ((), ())
+
+
+def test_the_units_config_holds_no_secret() -> None:
+    text = SYSTEMD_CONFIG.read_text(encoding="utf-8")
+    assert not SECRET_VALUE.search(text)
+    for key in ("token", "api_key"):
+        assert re.search(rf"^\s*{key}: \$\{{\w+\}}", text, re.MULTILINE), f"{key} is not ${{VAR}}"
 
 
 # --- chatbridge.service --------------------------------------------------------
