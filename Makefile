@@ -1,20 +1,31 @@
 # Two commands on a fresh machine, also where the system Python refuses a
 # global `pip install` (Debian's "externally managed" environment):
-#   make setup   # creates .venv and installs chatbridge with its dev tools
-#   make test    # the whole suite, as CI runs it
+#   make chat    # sets up .venv if needed, then `chatbridge chat` in this terminal
+#   make test    # sets up .venv if needed, then the whole suite, as CI runs it
+# `make setup` only sets up; it is redone when pyproject.toml changes.
+# ARGS passes arguments on: `make chat ARGS='--user telegram:42'`, `make test ARGS='-n 0 tests/core'`.
 VENV ?= .venv
 PYTHON ?= python3
+INSTALLED := $(VENV)/.installed
 
-.PHONY: setup test lint
+.PHONY: setup chat test lint
 
-setup:
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+setup: $(INSTALLED)
 
-test:
-	$(VENV)/bin/python -m pytest
+$(INSTALLED): pyproject.toml
+	@echo "setting up $(VENV): chatbridge with its dev tools (a minute on the first run)" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	@$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	@touch $@
 
-lint:
+chat: setup
+	@$(VENV)/bin/chatbridge chat $(ARGS)
+
+test: setup
+	$(VENV)/bin/python -m pytest $(ARGS)
+
+lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/ruff format --check .
+	PATH="$(abspath $(VENV))/bin:$$PATH" scripts/typecheck
