@@ -23,6 +23,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -147,9 +148,18 @@ def _mount_namespace_or_skip() -> str:
     return unshare
 
 
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path, emptied after the test: the overlays hold a whole virtualenv."""
+    yield tmp_path
+    for child in tmp_path.iterdir():
+        shutil.rmtree(child, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_systemd_steps_run_in_a_private_mount_namespace(tmp_path: Path) -> None:
+def test_the_systemd_steps_run_in_a_private_mount_namespace(scratch: Path) -> None:
+    tmp_path = scratch
     unshare = _mount_namespace_or_skip()
     repo = _copy_of_the_repository(tmp_path)
     shims = tmp_path / "shims"
