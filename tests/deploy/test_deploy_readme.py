@@ -224,3 +224,24 @@ def test_the_systemd_steps_run_in_a_private_mount_namespace(scratch: Path) -> No
     ]
     assert not Path("/etc/chatbridge").exists(), "the namespace leaked into this machine"
     assert TOKEN not in output
+
+
+@pytest.mark.parametrize(
+    ("path", "section"),
+    [
+        ("compose.yaml", "Docker Compose: bot + Redis"),
+        ("chatbridge.compose.yaml", "Docker Compose: bot + Redis"),
+        ("chatbridge.systemd.yaml", "systemd"),
+    ],
+)
+def test_the_check_a_file_tells_you_to_run_is_the_one_run_here(path: str, section: str) -> None:
+    """Each deploy file's header names its `config check` line: it must be the
+    README's, which the tests above run."""
+    header = [
+        line.lstrip("#").strip()
+        for line in (DEPLOY / path).read_text(encoding="utf-8").splitlines()
+        if line.startswith("#") and "config check" in line
+    ]
+    checks = [line for line in commands(section) if "config check" in line]
+    assert header, f"{path} does not say how to check its config"
+    assert header == checks, f"{path} says {header}, deploy/README.md runs {checks}"
