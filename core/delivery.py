@@ -306,16 +306,27 @@ class StreamingReply:
             return False  # not due yet; the next round shows it
         await self._wait_until(self._blocked_until)
         self._live_last = at = self._monotonic()
-        ref = await live.show(text)
+        try:
+            await live.show(text)
+        except DeliveryError:
+            await self._adopt(live, None, at)  # a message made before the refusal
+            raise
         self._live_shown = True
-        if live.appends and ref is not None:
-            if not self._posted:
-                self._posted.append(_Posted(ref, text, at))
-                if self._on_posted is not None:
-                    await self._on_posted(self.sent)
-            else:
-                self._posted[0].text, self._posted[0].last_call = text, at
+        await self._adopt(live, text, at)
         return True
+
+    async def _adopt(self, live: LivePreview, text: str | None, at: float) -> None:
+        """Count the preview's message (if it has one) as this reply's first,
+        recording it as soon as it exists, so a crash cannot orphan it."""
+        ref = live.message
+        if ref is None:
+            return
+        if not self._posted:
+            self._posted.append(_Posted(ref, text, at))
+            if self._on_posted is not None:
+                await self._on_posted(self.sent)
+        else:
+            self._posted[0].text, self._posted[0].last_call = text, at
 
     async def _end_live(self, live: LivePreview, head: str, *, final: bool) -> None:
         """End an appending preview with `head` (the first message's text); its

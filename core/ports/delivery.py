@@ -78,14 +78,15 @@ class LivePreview(Protocol):
     (`PlatformLimits.edit_interval`) and decides what to show; two kinds:
 
     - replacing (`appends` False; Telegram's message drafts): each `show(text)`
-      replaces what the preview shows. The preview is not a message, so it
-      returns None, the final text is still sent with `Outbox.send`, and a
-      crash leaves nothing behind in the chat.
+      replaces what the preview shows. The preview is not a message
+      (`message` stays None), so the final text is still sent with
+      `Outbox.send`, and a crash leaves nothing behind in the chat.
     - appending (`appends` True; Slack's native message streams): `show(text)`
       adds what `text` has beyond the text shown before (`text` always extends
-      it). The preview lives in a message: `show` returns its reference from
-      the first call on, so it is recorded like a sent message, and after
-      `end` it is an ordinary message that `Outbox.edit` can change.
+      it). The preview lives in a message: `message` names it as soon as the
+      platform did (also when a later part of that call failed), so it is
+      recorded like a sent message, and after `end` it is an ordinary message
+      that `Outbox.edit` can change.
 
     Calls raise `DeliveryRetry` when the platform asks to wait (the same call
     may be made again) and `DeliveryError` when it refused the preview: the
@@ -94,7 +95,12 @@ class LivePreview(Protocol):
 
     appends: bool
 
-    async def show(self, text: str) -> SentMessage | None: ...
+    @property
+    def message(self) -> SentMessage | None:
+        """The message the preview lives in, once there is one."""
+        ...
+
+    async def show(self, text: str) -> None: ...
 
     async def end(self, text: str) -> bool:
         """Finish the preview with `text`, which fits one message.

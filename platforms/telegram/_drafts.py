@@ -71,6 +71,7 @@ class TelegramDraft:
     """The draft of one reply: every `show` replaces it (one draft_id per reply)."""
 
     appends = False
+    message = None  # a draft is no message
 
     def __init__(
         self,
