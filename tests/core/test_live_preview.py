@@ -180,8 +180,10 @@ async def test_an_answer_outgrowing_the_stream_ends_it_and_goes_on_in_messages()
     outbox.preview = preview = FakePreview(appends=True, chat=outbox)
     reply = StreamingReply(outbox)
     await _stream(reply, 30)
-    await reply.finish()
     assert len(preview.ended) == 1, "ended once, when the answer outgrew one message"
+    assert len(outbox.messages) >= 2, "the next message streams while the answer goes on"
+    await reply.finish()
+    assert len(preview.ended) == 1
     assert all(len(text) <= 40 for text, _ in preview.shown)
     assert outbox.calls[0][0] == "send", "the second message is posted"
     assert all(ref != "1" for kind, ref, _ in outbox.calls if kind == "send")
