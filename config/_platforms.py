@@ -40,6 +40,10 @@ class TelegramConfig(Section):
     """Shared secret Telegram sends back, so forged updates are rejected (webhook mode)."""
     edit_interval: Duration = 1.0
     """Minimum gap between streamed message edits per chat; Telegram rate-limits edits."""
+    drafts: bool = True
+    """In private chats an answer streams as a draft (`sendMessageDraft`, paced by
+    `edit_interval`), then goes out as new messages, never edited; groups keep edits.
+    A chat whose Bot API server refuses drafts falls back to edits (logged once)."""
 
     @property
     def official_api(self) -> bool:
@@ -120,6 +124,10 @@ class SlackConfig(Section):
     edit_interval: Duration = 1.0
     """Minimum gap between two `chat.update` calls on one streamed message (Slack's
     tier-3 limit is ~50 updates a minute per app)."""
+    native_stream: bool = True
+    """Thread replies (a channel mention's thread, an assistant thread) stream with
+    `chat.startStream`/`appendStream`/`stopStream`; `false`, a plain DM answer, or a
+    workspace that refuses streams uses `chat.postMessage` + `chat.update`."""
 
     @property
     def socket_mode(self) -> bool:

@@ -87,6 +87,7 @@ class Answerer:
                 prompt = Prompt(
                     system=self._settings.system_prompt,
                     messages=(*session.turns, Turn("user", content)),
+                    cache_key=Prompt.cache_key_for(entry.message.conversation.key),
                 )
                 try:
                     usage = await self._stream(prompt, reply, outbox)
@@ -114,8 +115,7 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
-        self._metrics.tokens.labels(direction="input").inc(usage.input_tokens)
-        self._metrics.tokens.labels(direction="output").inc(usage.output_tokens)
+        self._metrics.count_usage(entry.message.conversation.key, usage)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(

@@ -16,6 +16,7 @@ from typing import Protocol
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.memory import format_time, visible_entries
+from chatbridge.core.metrics import LastUsage
 from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import Store
@@ -63,6 +64,7 @@ class CommandContext:
     settings: EngineSettings
     model: str  # "gpt-5.4-mini (main)", for /status
     control: ConversationControl
+    last_usage: LastUsage | None = None  # each conversation's last answer, for /status
 
 
 async def run_command(command: Command, message: IncomingMessage, ctx: CommandContext) -> str:
@@ -130,20 +132,29 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
             left=human_duration(ttl - session.idle_for(now)),
         )
     # Token use is private: a group sees only what the group itself saw.
+    cache = ""
     if conversation.kind is ChatKind.PRIVATE:
         user = ctx.access.ring_user(conversation)
         usage = await ctx.store.usage(user, day=settings.today(now))
         tokens_in, tokens_out = str(usage.input_tokens), str(usage.output_tokens)
+        last = ctx.last_usage.get(conversation.key) if ctx.last_usage is not None else None
+        if last is not None and last.input_tokens:
+            cache = "\n" + settings.say(
+                "status_cache", cached=last.cached_input_tokens, tokens_in=last.input_tokens
+            )
     else:
         tokens_in = tokens_out = "–"
-    return settings.say(
-        "status",
-        model=ctx.model,
-        session=session_text,
-        ring=count_entries(settings.language, len(await _visible(message, ctx))),
-        max_age=human_duration(settings.max_age),
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
+    return (
+        settings.say(
+            "status",
+            model=ctx.model,
+            session=session_text,
+            ring=count_entries(settings.language, len(await _visible(message, ctx))),
+            max_age=human_duration(settings.max_age),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+        )
+        + cache
     )
 
 

@@ -4,6 +4,15 @@ Each platform declares `PlatformLimits`; this module owns the throttled
 edits, the split at the length limit (never inside a code fence without
 closing and reopening it) and waiting out flood control. Answers are never
 truncated: a long answer becomes several messages.
+
+Where an outbox offers a `LivePreview` (a `PreviewSource`), progress goes
+there instead of into edited messages, paced the same way: a replacing
+preview (a draft) shows the part of the text being written, and the final
+text is then sent as new messages, never edited in; an appending preview (a
+native stream) carries the first message while the answer fits it, and is
+ended (then edited like any message) once the answer outgrows it. A preview
+the platform refuses is dropped for the rest of the reply, which goes on with
+messages and edits, losing and repeating nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +24,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, Outbox, SentMessage
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    LivePreview,
+    Outbox,
+    PreviewSource,
+    SentMessage,
+)
 
 __all__ = ["StreamingReply", "split_message"]
 
@@ -114,8 +130,12 @@ class StreamingReply:
     text is visible, split over as many messages as the length limit needs.
     `posted` seeds messages sent before a restart (they are edited, never
     posted again); `on_posted` is awaited with every message reference each
-    time a new message was posted, so the caller can record them durably.
+    time a new message was posted (a native stream's message included, as
+    soon as the platform named it), so the caller can record them durably.
     `aclose` drops a progress call still in flight (a cancelled reply).
+
+    A reply seeded with `posted` never uses a live preview: it is finished in
+    the messages it already has.
     """
 
     def __init__(
@@ -138,6 +158,10 @@ class StreamingReply:
         self._closing = False
         self._wake = asyncio.Event()  # cuts a progress pause short when finishing
         self._changed = asyncio.Event()  # set by every push
+        self._live: LivePreview | None = None  # the outbox's live preview, while in use
+        self._live_asked = False  # asked the outbox once, at the first progress call
+        self._live_shown = False  # a preview call went through: the user sees text
+        self._live_last = float("-inf")  # time of the last preview call
 
     @property
     def text(self) -> str:
@@ -145,8 +169,8 @@ class StreamingReply:
 
     @property
     def started(self) -> bool:
-        """True once any text of this reply reached the chat."""
-        return bool(self._posted)
+        """True once any text of this reply reached the chat (a message or a preview)."""
+        return bool(self._posted) or self._live_shown
 
     @property
     def sent(self) -> tuple[SentMessage, ...]:
@@ -234,12 +258,101 @@ class StreamingReply:
         if delay > 0:
             await self._sleep(delay)
 
+    def _preview(self, *, final: bool) -> LivePreview | None:
+        """The live preview to use: asked for once, at the first progress call of
+        a reply that has posted nothing (an answer complete before the first
+        interval is sent without one)."""
+        if not self._live_asked:
+            self._live_asked = True
+            if not final and not self._posted and isinstance(self._outbox, PreviewSource):
+                self._live = self._outbox.live_preview()
+        return self._live
+
     async def _show(self, text: str, *, final: bool) -> bool:
         """Show `text`; False when a progress edit was skipped as not yet due."""
-        complete = True
         limits = self._outbox.limits
-        interval = limits.edit_interval or 0.0
         chunks = split_message(text, limits.max_chars, limits.measure)
+        live = self._preview(final=final)
+        if live is not None:
+            try:
+                shown = await self._show_live(live, chunks, final=final)
+            except DeliveryRetry:
+                raise  # the preview stays; the same call is made once the wait is over
+            except DeliveryError as exc:
+                log.info("live preview refused (%s); going on with messages", exc)
+                self._live = None
+                if live.appends and self._posted:
+                    self._posted[0].text = None  # what its message shows is uncertain now
+                shown = None
+            if shown is not None:
+                return shown
+        return await self._show_messages(chunks, final=final)
+
+    async def _show_live(self, live: LivePreview, chunks: list[str], *, final: bool) -> bool | None:
+        """Progress through the preview; None when messages take over from here."""
+        if not live.appends:
+            if final:
+                self._live = None  # a draft is no message: the final text is sent
+                return None
+            return await self._live_call(live, chunks[-1])  # the part being written
+        if final or len(chunks) > 1:
+            await self._end_live(live, chunks[0], final=final)
+            return None
+        return await self._live_call(live, chunks[0])
+
+    async def _live_call(self, live: LivePreview, text: str) -> bool:
+        interval = self._outbox.limits.edit_interval or 0.0
+        if self._monotonic() < self._live_last + interval:
+            return False  # not due yet; the next round shows it
+        await self._wait_until(self._blocked_until)
+        self._live_last = at = self._monotonic()
+        try:
+            await live.show(text)
+        except DeliveryError:
+            await self._adopt(live, None, at)  # a message made before the refusal
+            raise
+        self._live_shown = True
+        await self._adopt(live, text, at)
+        return True
+
+    async def _adopt(self, live: LivePreview, text: str | None, at: float) -> None:
+        """Count the preview's message (if it has one) as this reply's first,
+        recording it as soon as it exists, so a crash cannot orphan it."""
+        ref = live.message
+        if ref is None:
+            return
+        if not self._posted:
+            self._posted.append(_Posted(ref, text, at))
+            if self._on_posted is not None:
+                await self._on_posted(self.sent)
+        else:
+            self._posted[0].text, self._posted[0].last_call = text, at
+
+    async def _end_live(self, live: LivePreview, head: str, *, final: bool) -> None:
+        """End an appending preview with `head` (the first message's text); its
+        message then counts as posted, and is edited if it does not show `head`."""
+        if not self._posted:  # nothing streamed: the messages path posts normally
+            self._live = None
+            return
+        posted = self._posted[0]
+        if final:  # the closing call is paced like the final edit
+            await self._wait_until(self._live_last + (self._outbox.limits.edit_interval or 0.0))
+        await self._wait_until(self._blocked_until)
+        try:
+            done = await live.end(head)
+        except DeliveryRetry:
+            raise  # the preview stays, so the retry ends it
+        except DeliveryError as exc:
+            log.info("could not end the live preview (%s); editing its message instead", exc)
+            done = False
+        self._live = None
+        posted.last_call = self._monotonic()
+        posted.text = head if done else None
+
+    async def _show_messages(self, chunks: list[str], *, final: bool) -> bool:
+        """Post and edit messages; False when a progress edit was not due yet."""
+        complete = True
+        interval = self._outbox.limits.edit_interval or 0.0
         for index, chunk in enumerate(chunks):
             if not chunk.strip():
                 continue

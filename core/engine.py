@@ -334,6 +334,7 @@ class Engine:
             settings=self.settings,
             model=f"{provider.model} ({provider.name})",
             control=self,
+            last_usage=self.metrics.last_usage,
         )
 
     # -- ordering, cancelling, draining ----------------------------------------

@@ -6,10 +6,16 @@ IDs or message text, so the metrics endpoint leaks nothing about anyone.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+from chatbridge.core.models import Usage
+
+__all__ = ["CONTENT_TYPE_LATEST", "LastUsage", "Metrics"]
+
+LAST_USAGE_KEPT = 10_000  # conversations whose last answer's usage /status can show
 
 # Outcomes of one incoming message, as the engine decided it.
 OUTCOMES = (
@@ -22,6 +28,28 @@ OUTCOMES = (
     "undelivered",
     "late",
 )
+
+
+class LastUsage:
+    """The usage of each conversation's last answer, in memory (for `/status`).
+
+    Never exported: the Prometheus counters carry no conversation. Bounded to
+    the `LAST_USAGE_KEPT` most recently answered conversations; empty after a
+    restart (the store keeps the daily totals, not this).
+    """
+
+    def __init__(self, limit: int = LAST_USAGE_KEPT) -> None:
+        self._usage: OrderedDict[str, Usage] = OrderedDict()
+        self._limit = limit
+
+    def remember(self, conversation_key: str, usage: Usage) -> None:
+        self._usage.pop(conversation_key, None)
+        self._usage[conversation_key] = usage
+        while len(self._usage) > self._limit:
+            self._usage.popitem(last=False)
+
+    def get(self, conversation_key: str) -> Usage | None:
+        return self._usage.get(conversation_key)
 
 
 class Metrics:
@@ -48,9 +76,22 @@ class Metrics:
             ["direction"],
             registry=self.registry,
         )
+        self.cached_tokens = Counter(
+            "chatbridge_cached_input_tokens",
+            "Input tokens the providers read from their prompt cache (part of the input tokens).",
+            registry=self.registry,
+        )
+        self.last_usage = LastUsage()
 
     def count(self, platform: str, outcome: str) -> None:
         self.messages.labels(platform=platform, outcome=outcome).inc()
+
+    def count_usage(self, conversation_key: str, usage: Usage) -> None:
+        """One answer's tokens: the counters, and that conversation's last usage."""
+        self.tokens.labels(direction="input").inc(usage.input_tokens)
+        self.tokens.labels(direction="output").inc(usage.output_tokens)
+        self.cached_tokens.inc(usage.cached_input_tokens)
+        self.last_usage.remember(conversation_key, usage)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

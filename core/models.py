@@ -113,13 +113,22 @@ class MemoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens one request (or a sum of requests) used, as the provider reported them.
+
+    `input_tokens` counts the whole prompt, the part read from the provider's
+    prompt cache included; `cached_input_tokens` is that part (Anthropic's
+    `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
 

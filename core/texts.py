@@ -51,6 +51,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "Model: {model}\nSession: {session}\nMemory: {ring} "
             "(kept {max_age})\nTokens today: {tokens_in} in, {tokens_out} out"
         ),
+        "status_cache": "Prompt cache: {cached} of the last answer's {tokens_in} input tokens",
         "session_live": "started {age} ago, expires after {left} more idle",
         "session_none": "none (the next message starts one)",
     },
@@ -104,6 +105,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "status": (
             "Modell: {model}\nSession: {session}\nErinnerung: {ring} "
             "(für {max_age})\nTokens heute: {tokens_in} rein, {tokens_out} raus"
+        ),
+        "status_cache": (
+            "Prompt-Cache: {cached} der {tokens_in} Eingabe-Tokens der letzten Antwort"
         ),
         "session_live": "seit {age}, läuft nach {left} Ruhe ab",
         "session_none": "keine (die nächste Nachricht startet eine)",

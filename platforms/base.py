@@ -8,23 +8,27 @@ back into SDK calls. No session, memory or provider logic lives in `platforms/`.
 from chatbridge.core.ports import (
     DeliveryError,
     DeliveryRetry,
+    LivePreview,
     MessageHandler,
     Outbox,
     Platform,
     PlatformError,
     PlatformLimits,
     PlatformStartFailed,
+    PreviewSource,
     SentMessage,
 )
 
 __all__ = [
     "DeliveryError",
     "DeliveryRetry",
+    "LivePreview",
     "MessageHandler",
     "Outbox",
     "Platform",
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PreviewSource",
     "SentMessage",
 ]

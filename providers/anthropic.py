@@ -65,6 +65,38 @@ def alternate_roles(turns: Sequence[Turn]) -> list[dict[str, str]]:
     return messages
 
 
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+
+
+def mark_cached(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` with a prompt-cache breakpoint on its last content block."""
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks[-1] = {**blocks[-1], "cache_control": CACHE_BREAKPOINT}
+    return {**message, "content": blocks}
+
+
+def cached_request(system: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The `system` and `messages` parameters with the stable prefix marked for caching.
+
+    Two breakpoints (Anthropic allows four): the system prompt, and the newest
+    message. Within a session every request starts with the previous one's
+    messages, so the prefix a request writes (system prompt, earlier turns,
+    the session's first message with its bridging block, the message it
+    answers) is what the next request reads back: the cache looks back from a
+    breakpoint for the longest prefix it holds, and only the newest answer and
+    message are new. Prompts below the model's minimum (1,024 tokens or more)
+    are simply not cached.
+    """
+    marked: list[dict[str, Any]] = list(messages)
+    if marked:
+        marked[-1] = mark_cached(marked[-1])
+    extra: dict[str, Any] = {"messages": marked}
+    if system:
+        extra["system"] = [{"type": "text", "text": system, "cache_control": CACHE_BREAKPOINT}]
+    return extra
+
+
 class AnthropicProvider:
     """Streams Messages through one `anthropic.AsyncAnthropic` client per instance.
 
@@ -103,24 +135,27 @@ class AnthropicProvider:
     async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
         """Yield text deltas in order, then one `UsageReport`.
 
-        Input tokens come from message_start, output tokens from message_delta. A
-        stream that ends without message_stop is an error, not a short answer.
+        The system prompt and the earlier turns are marked for prompt caching
+        (`cached_request`). Input tokens (the cache's included) come from
+        message_start, output tokens from message_delta. A stream that ends
+        without message_stop is an error, not a short answer.
         """
         messages = alternate_roles(prompt.messages)
         if not messages:
             raise InvalidRequest(
                 f"Provider {self.name!r} got a prompt without a user message.", provider=self.name
             )
-        extra: dict[str, Any] = {"system": prompt.system} if prompt.system else {}
-        input_tokens = output_tokens = 0
+        request = cached_request(prompt.system, messages)
+        usage = Usage()
+        output_tokens = 0
         stopped = False
         try:
             events = await self._client.messages.create(
                 model=self.model,
                 max_tokens=self._max_tokens,
-                messages=cast("list[MessageParam]", messages),
+                messages=cast("list[MessageParam]", request.pop("messages")),
                 stream=True,
-                **extra,
+                **request,
             )
             # `async with` closes the HTTP response on early exit and cancellation.
             async with events:
@@ -130,7 +165,7 @@ class AnthropicProvider:
                         if isinstance(event.delta, AnthropicTextDelta) and event.delta.text:
                             yield TextDelta(event.delta.text)
                     elif isinstance(event, RawMessageStartEvent):
-                        input_tokens = event.message.usage.input_tokens
+                        usage = _input_usage(event.message.usage)
                     elif isinstance(event, RawMessageDeltaEvent):
                         output_tokens = event.usage.output_tokens
                     elif isinstance(event, RawMessageStopEvent):
@@ -142,7 +177,7 @@ class AnthropicProvider:
                 f"Provider {self.name!r} ended its stream before message_stop.",
                 provider=self.name,
             )
-        yield UsageReport(Usage(input_tokens, output_tokens))
+        yield UsageReport(Usage(usage.input_tokens, output_tokens, usage.cached_input_tokens))
 
     def _mapped(self, exc: Exception) -> ProviderError:
         """The `ProviderError` for an SDK/transport exception; one sentence each."""
@@ -182,3 +217,12 @@ class AnthropicProvider:
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
+
+
+def _input_usage(reported: Any) -> Usage:
+    """message_start's usage as ours: Anthropic's `input_tokens` excludes the
+    tokens written to and read from the cache; ours counts the whole prompt."""
+    fresh = reported.input_tokens or 0
+    written = getattr(reported, "cache_creation_input_tokens", None) or 0
+    read = getattr(reported, "cache_read_input_tokens", None) or 0
+    return Usage(fresh + written + read, 0, read)

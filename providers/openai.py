@@ -7,7 +7,9 @@ whose message names the config entry and never carries the API key.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
@@ -26,6 +28,8 @@ from chatbridge.providers.base import (
     TextDelta,
     UsageReport,
 )
+
+log = logging.getLogger(__name__)
 
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
@@ -66,6 +70,8 @@ class OpenAIProvider:
         self._timeout = timeout
         self._max_tokens = max_tokens
         self._compatible_server = not is_openai_itself(base_url)
+        # Cleared for good when a compatible server rejects the parameter.
+        self._sends_cache_key = True
         self._client = openai.AsyncOpenAI(
             api_key=api_key or PLACEHOLDER_KEY,
             base_url=base_url,
@@ -77,8 +83,13 @@ class OpenAIProvider:
         """Yield content deltas in order, then one `UsageReport` if the server sent usage.
 
         An empty system prompt is left out; any role but "assistant" is sent as
-        "user". A stream that ends without a `finish_reason` is an error, not a
-        short answer.
+        "user". The messages are the prompt's turns as they are, so within a
+        session each request starts with the previous one's messages byte for
+        byte (what OpenAI's prompt cache matches), and `prompt.cache_key` goes
+        out as `prompt_cache_key`. A compatible server that rejects that
+        parameter (400/422 naming it) gets the request again without it, from
+        then on. A stream that ends without a `finish_reason` is an error, not
+        a short answer.
         """
         messages: list[ChatCompletionMessageParam] = []
         if prompt.system:  # some compatible servers reject an empty system message
@@ -91,19 +102,12 @@ class OpenAIProvider:
         usage: Usage | None = None
         finished = False
         try:
-            chunks = await self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,
-                stream=True,
-                stream_options={"include_usage": True},
-                max_tokens=self._max_tokens if self._compatible_server else openai.omit,
-                max_completion_tokens=openai.omit if self._compatible_server else self._max_tokens,
-            )
+            chunks = await self._open(messages, prompt.cache_key)
             # `async with` closes the HTTP response on early exit and cancellation.
             async with chunks:
                 async for chunk in chunks:
                     if chunk.usage is not None:
-                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                        usage = _usage(chunk.usage)
                     for choice in chunk.choices:
                         finished = finished or choice.finish_reason is not None
                         if choice.delta is not None and choice.delta.content:
@@ -117,6 +121,32 @@ class OpenAIProvider:
             )
         if usage is not None:
             yield UsageReport(usage)
+
+    async def _open(self, messages: list[ChatCompletionMessageParam], cache_key: str) -> Any:
+        def create(key: str) -> Any:
+            return self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                max_tokens=self._max_tokens if self._compatible_server else openai.omit,
+                max_completion_tokens=openai.omit if self._compatible_server else self._max_tokens,
+                prompt_cache_key=key or openai.omit,
+            )
+
+        if not (cache_key and self._sends_cache_key):
+            return await create("")
+        try:
+            return await create(cache_key)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            if not self._compatible_server or "prompt_cache_key" not in str(exc.message):
+                raise
+            self._sends_cache_key = False
+            log.warning(
+                "providers.%s: the server rejects prompt_cache_key; sending requests without it",
+                self.name,
+            )
+            return await create("")
 
     def _mapped(self, exc: Exception) -> ProviderError:
         """The `ProviderError` for an SDK/transport exception; one sentence each."""
@@ -156,3 +186,10 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
+
+
+def _usage(reported: Any) -> Usage:
+    """The usage chunk as ours; `prompt_tokens` already counts the cached part."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(reported.prompt_tokens, reported.completion_tokens, cached)

@@ -14,8 +14,10 @@ architecture test keeps it so). Three groups:
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
+    LivePreview,
     Outbox,
     PlatformLimits,
+    PreviewSource,
     SentMessage,
 )
 from chatbridge.core.ports.platform import (
@@ -42,12 +44,14 @@ __all__ = [
     "DeliveryError",
     "DeliveryRetry",
     "InvalidRequest",
+    "LivePreview",
     "MessageHandler",
     "Outbox",
     "Platform",
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PreviewSource",
     "Prompt",
     "Provider",
     "ProviderError",

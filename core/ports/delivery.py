@@ -13,9 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["DeliveryError", "DeliveryRetry", "Outbox", "PlatformLimits", "SentMessage"]
+__all__ = [
+    "DeliveryError",
+    "DeliveryRetry",
+    "LivePreview",
+    "Outbox",
+    "PlatformLimits",
+    "PreviewSource",
+    "SentMessage",
+]
 
 SentMessage = str
 """Reference to a message an outbox sent, e.g. ``"-100123:42"``.
@@ -61,6 +69,59 @@ class Outbox(Protocol):
 
     async def typing(self) -> None:
         """Show 'typing…' where the platform has it; never raises."""
+        ...
+
+
+class LivePreview(Protocol):
+    """A platform's own way to show one reply while it is generated, instead of
+    posting a message and editing it. The shared delivery code paces the calls
+    (`PlatformLimits.edit_interval`) and decides what to show; two kinds:
+
+    - replacing (`appends` False; Telegram's message drafts): each `show(text)`
+      replaces what the preview shows. The preview is not a message
+      (`message` stays None), so the final text is still sent with
+      `Outbox.send`, and a crash leaves nothing behind in the chat.
+    - appending (`appends` True; Slack's native message streams): `show(text)`
+      adds what `text` has beyond the text shown before (`text` always extends
+      it). The preview lives in a message: `message` names it as soon as the
+      platform did (also when a later part of that call failed), so it is
+      recorded like a sent message, and after `end` it is an ordinary message
+      that `Outbox.edit` can change.
+
+    Calls raise `DeliveryRetry` when the platform asks to wait (the same call
+    may be made again) and `DeliveryError` when it refused the preview: the
+    reply then goes on with messages and edits, without this preview.
+    """
+
+    appends: bool
+
+    @property
+    def message(self) -> SentMessage | None:
+        """The message the preview lives in, once there is one."""
+        ...
+
+    async def show(self, text: str) -> None: ...
+
+    async def end(self, text: str) -> bool:
+        """Finish the preview with `text`, which fits one message.
+
+        Returns True when the preview's message now shows `text`, finished;
+        False when there is nothing to finish (a replacing preview, or nothing
+        shown yet) or the preview was closed as it stood (`text` does not extend
+        it, or the platform refused): the caller then delivers `text` with
+        `Outbox.send` / `Outbox.edit`.
+        """
+        ...
+
+
+@runtime_checkable
+class PreviewSource(Protocol):
+    """An `Outbox` that may offer a `LivePreview`; outboxes without one are
+    streamed with edits."""
+
+    def live_preview(self) -> LivePreview | None:
+        """A fresh preview for this reply, or None where this chat has none
+        (a group, a plain DM, switched off, refused before)."""
         ...
 
 

@@ -18,6 +18,7 @@ message says which config key to check. Users hear "try again" for the rest.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,10 +42,24 @@ from chatbridge.core.models import Turn, Usage
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """What the LLM sees: a system prompt and alternating user/assistant turns."""
+    """What the LLM sees: a system prompt and alternating user/assistant turns.
+
+    `cache_key` names the conversation for the provider's prompt cache (OpenAI's
+    `prompt_cache_key` routes requests sharing a prefix to the same cache); it
+    is `cache_key_for(conversation key)`, a hash, so no user ID leaves the bot.
+    "" sends none.
+    """
 
     system: str
     messages: tuple[Turn, ...]
+    cache_key: str = ""
+
+    @staticmethod
+    def cache_key_for(conversation_key: str) -> str:
+        """A stable, opaque key per conversation: the same key for every request of
+        one conversation, different keys for different conversations."""
+        digest = hashlib.sha256(f"chatbridge-prompt-cache:{conversation_key}".encode())
+        return f"cb-{digest.hexdigest()[:32]}"
 
 
 @dataclass(frozen=True, slots=True)

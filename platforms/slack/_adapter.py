@@ -34,6 +34,7 @@ from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
 from ._outbox import SlackOutbox, StatusSwitch
 from ._startup import check_tokens, connect
+from ._stream import StreamSwitch
 
 __all__ = ["EVENTS_PATH", "NotTaken", "SlackPlatform"]
 
@@ -87,6 +88,8 @@ class SlackPlatform:
         self._gate = ChatGate()
         self._status = StatusSwitch(False)
         self._threads = ActiveThreads()
+        self._streams = StreamSwitch(bool(config.native_stream))
+        self._team = ""  # from auth.test
         self._me: BotIdentity | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._receiving = False
@@ -112,7 +115,7 @@ class SlackPlatform:
         check_tokens(self._bot_token, self._app_token)
         try:
             granted = await connect(self._client)
-            self._me = granted.me
+            self._me, self._team = granted.me, granted.team
             self._status.enabled = granted.has("assistant:write")
             self._receiving = True
             if self._app_token is not None:
@@ -152,6 +155,9 @@ class SlackPlatform:
             gate=self._gate,
             status=self._status,
             threads=self._threads,
+            streams=self._streams,
+            recipient_user=message.conversation.user,
+            team=self._team,
         )
 
     async def stop_receiving(self) -> None:

@@ -1,7 +1,8 @@
-"""The `Outbox` for one Slack reply: `chat.postMessage` in the thread, `chat.update`.
+"""The `Outbox` for one Slack reply: `chat.postMessage` in the thread, `chat.update`,
+and for thread replies a native stream (`live_preview`, see `_stream`).
 
 A message reference is `"channel:ts"`, so an outbox rebuilt after a restart
-edits the same message.
+edits the same message (a stream's message included).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from chatbridge.platforms._runtime import (
 
 from ._filters import ActiveThreads, Address
 from ._format import MrkdwnRenderer
+from ._stream import SlackStream, StreamSwitch
 
 __all__ = ["MAX_CHARS", "STATUS", "SlackOutbox", "StatusSwitch", "message_ref", "parse_ref"]
 
@@ -70,6 +72,10 @@ class SlackOutbox:
       -> `DeliveryError`.
     `typing()` sets the thread's "is thinking…" status where the app has the
     `assistant:write` scope, and never raises.
+
+    A thread reply (`address.thread_ts` set) offers a native stream
+    (`live_preview`) where `streams` allows it; in a channel the stream names
+    `recipient_user` (the asker) and `team` as Slack requires.
     """
 
     def __init__(
@@ -82,6 +88,9 @@ class SlackOutbox:
         gate: ChatGate,
         status: StatusSwitch,
         threads: ActiveThreads,
+        streams: StreamSwitch | None = None,
+        recipient_user: str = "",
+        team: str = "",
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=STATUS_REFRESH
@@ -92,6 +101,9 @@ class SlackOutbox:
         self._gate = gate
         self._status = status
         self._threads = threads
+        self._streams = streams
+        self._recipient_user = recipient_user
+        self._team = team
 
     async def send(self, text: str) -> SentMessage:
         channel, thread_ts = self._address.channel, self._address.thread_ts or None
@@ -115,6 +127,27 @@ class SlackOutbox:
             _field(response, "ts")
 
         await self._deliver("chat.update", channel, text, call)
+
+    def live_preview(self) -> SlackStream | None:
+        """A native stream for a thread reply where streams are on, else None."""
+        channel, thread_ts = self._address.channel, self._address.thread_ts
+        if not thread_ts or self._streams is None or not self._streams.allows(channel):
+            return None
+        recipient: dict[str, str] = {}
+        if not channel.startswith("D"):  # channels need both; DMs need neither
+            if not (self._recipient_user and self._team):
+                return None
+            recipient = {"recipient_user_id": self._recipient_user,
+                         "recipient_team_id": self._team}  # fmt: skip
+            self._threads.add(channel, thread_ts)  # follow-ups there need no mention
+        return SlackStream(
+            self._client,
+            self._call,
+            channel=channel,
+            thread_ts=thread_ts,
+            recipient=recipient,
+            switch=self._streams,
+        )
 
     async def typing(self) -> None:
         if not self._status.enabled:
@@ -153,6 +186,11 @@ class SlackOutbox:
         return await formatted_or_plain(
             f"slack {method}", formatted, lambda: attempt(text, formatted=False)
         )
+
+    async def _call(self, method: str, channel: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """One unformatted call with the same flood gate and error rules."""
+        await self._gate.wait(channel)
+        return await guarded(f"slack {method}", call, self._rules(method, channel, formatted=False))
 
     def _rules(self, method: str, channel: str, *, formatted: bool) -> list[ErrorRule]:
         def refused(exc: SlackApiError) -> BaseException:

@@ -39,6 +39,7 @@ class Granted:
 
     me: BotIdentity
     scopes: frozenset[str] | None
+    team: str = ""  # the workspace's team_id (a stream's recipient_team_id)
 
     def has(self, scope: str) -> bool:
         return self.scopes is None or scope in self.scopes
@@ -74,7 +75,12 @@ async def connect(client: AsyncWebClient) -> Granted:
     user_id, bot_id = response.get("user_id"), response.get("bot_id")
     if not isinstance(user_id, str) or not user_id:
         raise PlatformStartFailed("slack auth.test did not name the bot user; is it a bot token?")
-    granted = Granted(BotIdentity(user_id, str(bot_id or "")), _scopes(response.headers))
+    team = response.get("team_id")
+    granted = Granted(
+        BotIdentity(user_id, str(bot_id or "")),
+        _scopes(response.headers),
+        team if isinstance(team, str) else "",
+    )
     missing = [s for s in REQUIRED_SCOPES if not granted.has(s)]
     if missing:
         raise PlatformStartFailed(

@@ -23,10 +23,11 @@ from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, Tel
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
-from chatbridge.core.models import IncomingMessage
+from chatbridge.core.models import ChatKind, IncomingMessage
 from chatbridge.core.ports import MessageHandler, PlatformStartFailed
 from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safely, one_line, reveal
 
+from ._drafts import DraftSwitch
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
@@ -78,6 +79,7 @@ class TelegramPlatform:
         )
         self._renderer = MarkdownRenderer(MAX_CHARS)
         self._gate = ChatGate()
+        self._drafts = DraftSwitch(bool(config.drafts))
         self._me: BotIdentity | None = None
         self._tasks = BackgroundTasks("telegram")
         self._offset: int | None = None
@@ -157,6 +159,8 @@ class TelegramPlatform:
             edit_interval=self._config.edit_interval,
             renderer=self._renderer,
             gate=self._gate,
+            private=message.conversation.kind is ChatKind.PRIVATE,
+            drafts=self._drafts,
         )
 
     async def stop_receiving(self) -> None:

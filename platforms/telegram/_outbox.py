@@ -23,6 +23,7 @@ from chatbridge.platforms._runtime import (
     one_line,
 )
 
+from ._drafts import DraftSwitch, TelegramDraft, new_draft_id
 from ._format import MarkdownRenderer, Rendered
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,10 @@ class TelegramOutbox:
       with the raw text and no entities, so the answer is never lost;
     - any other failure, Telegram's or the SDK's -> `DeliveryError`.
     `typing()` never raises: a missing indicator must not delay the answer.
+
+    In a private chat it offers a draft (`live_preview`) unless `drafts` says
+    drafts are off there; the shared delivery code then streams into the
+    draft and sends the final text as new messages.
     """
 
     def __init__(
@@ -71,6 +76,8 @@ class TelegramOutbox:
         edit_interval: float | None = 1.0,
         renderer: MarkdownRenderer | None = None,
         gate: ChatGate | None = None,
+        private: bool = False,
+        drafts: DraftSwitch | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS,
@@ -86,6 +93,9 @@ class TelegramOutbox:
         self._reply_to = reply_to
         self._renderer = renderer or MarkdownRenderer(MAX_CHARS)
         self._gate = gate or ChatGate()
+        self._private = private
+        self._drafts = drafts
+        self._draft_id = new_draft_id(reply_to)
 
     async def send(self, text: str) -> SentMessage:
         async def call(r: Rendered) -> SentMessage:
@@ -116,6 +126,20 @@ class TelegramOutbox:
             await self._deliver("editMessageText", text, call)
         except _NotModified:
             return
+
+    def live_preview(self) -> TelegramDraft | None:
+        """A draft for this reply in a private chat where drafts are on, else None."""
+        drafts = self._drafts
+        if not self._private or drafts is None or not drafts.allows(self._chat_id):
+            return None
+        return TelegramDraft(
+            self._deliver,
+            bot=self._bot,
+            chat_id=self._chat_id,
+            thread_id=self._thread_id,
+            draft_id=self._draft_id,
+            switch=drafts,
+        )
 
     async def typing(self) -> None:
         try:

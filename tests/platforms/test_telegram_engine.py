@@ -82,7 +82,7 @@ async def test_flood_control_while_streaming_still_delivers_everything(
 ) -> None:
     provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER), chunk_delay=0.01)
     slow_bot = await make_testbot(tmp_path, provider=provider)
-    await launch(engine=slow_bot.engine, edit_interval=0.05)
+    await launch(engine=slow_bot.engine, edit_interval=0.05, drafts=False)  # the edit path
     fake.fail_next("editMessageText", count=2, retry_after=1)
     fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
     await fake.wait_for(

@@ -8,7 +8,7 @@ from chatbridge.providers.base import InvalidRequest, Prompt
 from tests.providers.conftest import KEY, TEXT, Backend, collect
 
 
-async def test_system_is_a_field_and_roles_alternate(anthropic_backend: Backend) -> None:
+async def test_system_is_a_cached_field_and_roles_alternate(anthropic_backend: Backend) -> None:
     prompt = Prompt(
         system="Be brief.",
         messages=(
@@ -22,11 +22,12 @@ async def test_system_is_a_field_and_roles_alternate(anthropic_backend: Backend)
     outcome = await collect(anthropic_backend.provider(max_tokens=77), prompt)
     assert outcome.text == TEXT
     body = anthropic_backend.fake.requests[0].body
-    assert body["system"] == "Be brief."
+    cached = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": cached}]
     assert body["messages"] == [
         {"role": "user", "content": "Hi\n\nAre you there?"},
         {"role": "assistant", "content": "Yes."},
-        {"role": "user", "content": "Good"},
+        {"role": "user", "content": [{"type": "text", "text": "Good", "cache_control": cached}]},
     ]
     assert body["max_tokens"] == 77
     assert body["model"] == "anthropic-fake-model"

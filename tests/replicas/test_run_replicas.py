@@ -74,6 +74,7 @@ platforms:
     webhook_url: http://127.0.0.1:{port}/telegram/webhook
     webhook_secret: {SECRET}
     edit_interval: 0.5s
+    drafts: false  # edits: a half-streamed answer is a message another replica must finish
 access:
   allow: [telegram:{ALICE}]
 server:

@@ -87,7 +87,8 @@ async def test_configured_chain_falls_back_from_openai_to_anthropic(tmp_path: Pa
     assert TRACKING in first
     assert UNDERSTOOD in second
     assert len(openai_fake.requests) == 6, "per message: the SDK retried twice, then failover"
-    assert anthropic_fake.requests[-1].body["system"] == "You are a helpful assistant."
+    (system,) = anthropic_fake.requests[-1].body["system"]  # one block, marked for the cache
+    assert system["text"] == "You are a helpful assistant."
 
 
 async def test_when_every_provider_is_down_the_user_gets_one_sentence(tmp_path: Path) -> None:
@@ -124,4 +125,5 @@ async def test_anthropic_key_in_the_environment_is_picked_when_openai_has_none(
     assert UNDERSTOOD in second
     body = fake.requests[-1].body
     assert body["model"] == "claude-sonnet-4-6"
-    assert body["messages"][0]["content"].startswith("<conversation_history>")
+    (first,) = body["messages"][0]["content"]  # the newest message carries the cache mark
+    assert first["text"].startswith("<conversation_history>")

@@ -3,17 +3,51 @@
 Streams chunks shaped like the real API: a role chunk, content chunks, a
 `finish_reason: "stop"` chunk, a usage chunk with `choices: []` when
 `stream_options.include_usage` is set, then `data: [DONE]`.
+
+Prompt caching as OpenAI does it, simplified: requests sharing a
+`prompt_cache_key` are routed to one cache, and a request whose messages
+start with an earlier request's messages, byte for byte, reports those as
+`usage.prompt_tokens_details.cached_tokens` (counted in words, like the
+prompt; the real API's 1,024-token minimum is left out).
 """
 
 from __future__ import annotations
+
+import json
 
 from tests.support.sse import Body, FakeSSEServer, Fault, Frames, sse
 
 CREATED = 1_700_000_000
 
 
+def _words(messages: list[Body]) -> int:
+    return sum(len(str(m.get("content", "")).split()) for m in messages)
+
+
 class FakeOpenAI(FakeSSEServer):
     path = "/v1/chat/completions"
+
+    def __init__(
+        self,
+        *,
+        default_text: str = "Hello from the fake.",
+        chunk_chars: int = 4,
+        api_key: str | None = None,
+    ) -> None:
+        super().__init__(default_text=default_text, chunk_chars=chunk_chars, api_key=api_key)
+        self._cached: dict[str, list[list[str]]] = {}  # cache key -> earlier prompts
+
+    def cached_words(self, body: Body) -> int:
+        """Words of the longest earlier prompt (same key) this one starts with."""
+        key = body.get("prompt_cache_key")
+        messages = [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
+        if not isinstance(key, str) or not key:
+            return 0
+        earlier = self._cached.setdefault(key, [])
+        best = [p for p in earlier if messages[: len(p)] == p]
+        earlier.append(messages)
+        longest = max(best, key=len, default=[])
+        return _words([json.loads(m) for m in longest])
 
     @property
     def base_url(self) -> str:
@@ -38,12 +72,14 @@ class FakeOpenAI(FakeSSEServer):
         head = [sse(self._chunk(body, choice({"role": "assistant", "content": ""})))]
         deltas = [sse(self._chunk(body, choice({"content": text}))) for text in chunks]
         tail = [sse(self._chunk(body, choice({}, "stop")))]
+        cached = self.cached_words(body)
         if (body.get("stream_options") or {}).get("include_usage"):
             prompt, completion = usage
             counts = {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": min(cached, prompt)},
             }
             tail.append(sse(self._chunk(body, [], usage=counts)))
         tail.append(b"data: [DONE]\n\n")
@@ -87,4 +123,4 @@ class FakeOpenAI(FakeSSEServer):
         }
 
     def prompt_words(self, body: Body) -> int:
-        return sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        return _words(body.get("messages", []))

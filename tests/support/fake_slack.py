@@ -16,7 +16,9 @@ chars in total, a section text > 3,000 or > 50 blocks `invalid_blocks`; stream
 calls over 12,000 chars; appends after `stream_ttl` s
 `message_not_in_streaming_state`; channel streams need recipient ids. Fault
 knobs: `rate_limit_next`, `throttle_updates`, `deny_scope` / `scopes`,
-`disconnect_sockets`, `drop_sockets`. Ids, builders and checks live in
+`refuse_streams` (chat.startStream answers an error), `stream_appends`
+(streams leave streaming state after that many appends), `disconnect_sockets`,
+`drop_sockets`. Ids, builders and checks live in
 `fake_slack_events`. Imports nothing from the project.
 """
 
@@ -77,6 +79,8 @@ class FakeSlack:
         self.users = {ev.BOT_USER_ID: ev.user_json(ev.BOT_USER_ID, bot=True)}
         self.channels: dict[str, dict[str, Any]] = {}  # known ones: posted to or heard from
         self.stream_ttl = 300.0  # seconds a stream accepts appends
+        self.stream_appends: int | None = None  # appends a stream accepts; None: no limit
+        self._stream_refusal: str | None = None
         self.socket_connects = 0  # accepted Socket Mode connections, ever
         self._store: defaultdict[str, dict[str, StoredMessage]] = defaultdict(dict)
         self._rate_limits: defaultdict[str, list[int]] = defaultdict(list)
@@ -141,6 +145,12 @@ class FakeSlack:
     def throttle_updates(self, min_interval: float | None) -> None:
         """chat.update of a message within `min_interval` s of its last accepted update → 429."""
         self._update_interval = min_interval
+
+    def refuse_streams(self, error: str | None = "feature_not_enabled") -> None:
+        """Every later chat.startStream answers `error` (None: streams work again).
+        Slack's code for a workspace without streams is not documented; any
+        error must do."""
+        self._stream_refusal = error
 
     def deny_scope(self, method: str) -> None:
         """`method` answers missing_scope (e.g. assistant.threads.setStatus without
@@ -358,6 +368,8 @@ class FakeSlack:
 
     def _api_chat_startStream(self, p: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(p)
+        if self._stream_refusal is not None:
+            raise ApiError(self._stream_refusal)
         if not p.get("thread_ts"):
             raise ApiError("invalid_arguments")
         if ev.channel_type(channel) != "im":
@@ -369,7 +381,7 @@ class FakeSlack:
         return {"channel": channel, "ts": message.ts}
 
     def _api_chat_appendStream(self, p: dict[str, Any]) -> dict[str, Any]:
-        message = self._streaming(p)
+        message = self._streaming(p, appending=True)
         text = ev.stream_text(p)
         if not text:
             raise ApiError("no_text")
@@ -426,9 +438,11 @@ class FakeSlack:
             raise ApiError(refusal)
         return message
 
-    def _streaming(self, p: dict[str, Any]) -> StoredMessage:
+    def _streaming(self, p: dict[str, Any], *, appending: bool = False) -> StoredMessage:
         message = self._own_message(p, "cant_update_message")
-        if not message.streaming or time.monotonic() - message.created_at > self.stream_ttl:
+        spent = self.stream_appends is not None and message.appends >= self.stream_appends
+        expired = time.monotonic() - message.created_at > self.stream_ttl
+        if not message.streaming or expired or (spent and appending):
             message.streaming = False
             raise ApiError("message_not_in_streaming_state")
         return message

@@ -5,8 +5,15 @@ what the real API keeps (pending updates with offsets, per-chat messages,
 webhook state) and answers errors the way Telegram does, so adapters are
 tested against behaviour rather than mocks. Every call is recorded in
 `calls`. Fault knobs: `fail_next` (429), `reject_entities_next` (400 can't
-parse entities); "message is too long", "message is not modified" and
-entities past the end of the text are always refused, as Telegram does.
+parse entities), `refuse_drafts` (400 on sendMessageDraft), `forget_method`
+(404, as a Bot API server too old to know a method answers); "message is too
+long", "message is not modified" and entities past the end of the text are
+always refused, as Telegram does.
+
+Drafts (`sendMessageDraft`, Bot API 9.3+) are kept per chat in `drafts`
+(every update, in order) and are no messages: they never enter the
+transcript. Like Telegram, a draft outside a private chat is refused
+(TEXTDRAFT_PEER_INVALID) and a zero draft_id too.
 """
 
 from __future__ import annotations
@@ -96,6 +103,9 @@ class FakeTelegram:
         self._store: defaultdict[int, dict[int, StoredMessage]] = defaultdict(dict)
         self._fail: defaultdict[str, list[int]] = defaultdict(list)
         self._reject_entities = 0
+        self._refuse_drafts: str | None = None
+        self._unknown: set[str] = set()
+        self.drafts: defaultdict[int, list[tuple[int, str]]] = defaultdict(list)
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -141,6 +151,14 @@ class FakeTelegram:
     def reject_entities_next(self, count: int = 1) -> None:
         """The next `count` calls carrying entities/parse_mode answer 400 can't parse."""
         self._reject_entities += count
+
+    def refuse_drafts(self, description: str = "Bad Request: TEXTDRAFT_PEER_INVALID") -> None:
+        """Every later sendMessageDraft answers 400 `description`; None accepts them again."""
+        self._refuse_drafts = description
+
+    def forget_method(self, method: str) -> None:
+        """`method` answers 404 Not Found, as on a Bot API server that predates it."""
+        self._unknown.add(method)
 
     def push_text(
         self,
@@ -220,7 +238,7 @@ class FakeTelegram:
                 retry = self._fail[method].pop(0)
                 raise ApiError(429, f"Too Many Requests: retry after {retry}", retry_after=retry)
             handler = getattr(self, f"_api_{method}", None)
-            if handler is None:
+            if handler is None or method in self._unknown:
                 raise ApiError(404, "Not Found")
             result = await handler(params)
             if method == "getUpdates" and not _hung_up(request):
@@ -284,6 +302,21 @@ class FakeTelegram:
         )  # fmt: skip
         self._store[chat_id][stored.message_id] = stored
         return stored.to_json()
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> bool:
+        chat = self._known_chat(params["chat_id"])
+        if self._refuse_drafts is not None:
+            raise ApiError(400, self._refuse_drafts)
+        if chat["type"] != "private":
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        draft_id = params.get("draft_id")
+        if not isinstance(draft_id, int) or draft_id == 0:
+            raise ApiError(400, "Bad Request: DRAFT_ID_INVALID")  # the wording is a guess
+        text = str(params.get("text") or "")
+        if text:  # optional since Bot API 10.0: empty shows "Thinking…"
+            text, _ = self._checked_text(params)
+        self.drafts[int(chat["id"])].append((draft_id, text))
+        return True
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])

@@ -171,6 +171,10 @@ class FakeSSEServer:
     def prompt_words(self, body: Body) -> int:
         raise NotImplementedError
 
+    def refused(self, body: Body) -> Fault | None:
+        """The 4xx the API answers for a request it rejects; None: accepted."""
+        return None
+
     # --- public knobs ----------------------------------------------------------
     @property
     def base_url(self) -> str:
@@ -227,6 +231,7 @@ class FakeSSEServer:
         if self.api_key is not None and self.presented_key(request) != self.api_key:
             shown = self.presented_key(request)
             step = Fault.status_error(401, "authentication_error", f"Invalid key: {shown}.")
+        step = self.refused(body) or step
         if isinstance(step, Fault) and step.kind is FaultKind.STATUS:
             headers = {}
             if step.retry_after is not None:
