@@ -8,7 +8,7 @@ conversation lock at a time) and in the store.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 
 class ChatKind(enum.StrEnum):
@@ -49,19 +49,22 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
-    """A platform event, normalised.
+    """A platform event, normalised; everything past `text` is keyword-only.
 
     `event_id` is the platform's ID of the event (unique per platform); the
     inbox drops a redelivered one. `reply_address` is whatever the platform's
     outbox needs to answer (chat, thread, message to reply to), as a string
     the platform encodes and decodes itself; it is stored with the inbox entry
     so an answer can still be delivered after a restart.
+
+    It carries only what answering needs (it is stored as it is in the
+    inbox): no display name or other profile data of the sender.
     """
 
     conversation: Conversation
     text: str
+    _: KW_ONLY
     event_id: str = ""
-    user_name: str = ""
     reply_address: str = ""
 
 

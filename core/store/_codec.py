@@ -114,8 +114,9 @@ def legacy_user(session_name: str) -> str:
 
 
 # An inbox message as stored: the conversation's fields, flat, then the message's.
+# Rows written before issue 17 also hold a `user_name`; it is ignored on read.
 MESSAGE_FIELDS = (
-    "platform", "chat", "user", "thread", "kind", "text", "event_id", "user_name", "reply_address",
+    "platform", "chat", "user", "thread", "kind", "text", "event_id", "reply_address",
 )  # fmt: skip
 
 
@@ -123,7 +124,7 @@ def message_to_json(m: IncomingMessage) -> dict[str, str]:
     """TypeError (before anything is written) if a field is not a string."""
     c = m.conversation
     values = [c.platform, c.chat, c.user, c.thread, ChatKind(c.kind).value]
-    values += [m.text, m.event_id, m.user_name, m.reply_address]
+    values += [m.text, m.event_id, m.reply_address]
     for name, value in zip(MESSAGE_FIELDS, values, strict=True):
         if not isinstance(value, str):
             raise TypeError(f"inbox message field {name} must be a str, not {type(value).__name__}")
@@ -149,7 +150,9 @@ def message_from_json(raw: Any) -> IncomingMessage:
     except ValueError:
         raise ValueError("the message has an unknown chat kind") from None
     c = Conversation(raw["platform"], raw["chat"], raw["user"], raw["thread"], kind)
-    return IncomingMessage(c, raw["text"], raw["event_id"], raw["user_name"], raw["reply_address"])
+    return IncomingMessage(
+        c, raw["text"], event_id=raw["event_id"], reply_address=raw["reply_address"]
+    )
 
 
 def sent_from_json(raw: Any) -> tuple[str, ...]:

@@ -25,7 +25,6 @@ async def test_private_message_reaches_engine_and_echo_is_sent(
     assert message.text == "hello there"
     # The bare update_id: the engine's inbox keys it by platform itself.
     assert message.event_id == str(update_id)
-    assert message.user_name == "User100"
     conv = message.conversation
     assert (conv.platform, conv.chat, conv.user, conv.thread) == ("telegram", "100", "100", "")
     assert conv.kind is ChatKind.PRIVATE
