@@ -191,21 +191,43 @@ class SlackPlatform:
 
     async def _http(self, request: web.Request) -> web.Response:
         """Signature first (401 before any parsing), then bolt; a body bolt
-        cannot read is a 400, never a 500."""
+        cannot read is a 400, never a 500.
+
+        The signature headers are checked for their shape before slack-sdk
+        sees them: its verifier raises on a timestamp that is not a number
+        (`int("abc")`) and on a non-ASCII signature (`hmac.compare_digest`).
+        """
         if not self._receiving:
             return web.Response(status=503)
         body = await request.read()
-        if not {"X-Slack-Signature", "X-Slack-Request-Timestamp"} <= request.headers.keys():
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not (_is_timestamp(stamp) and _is_signature(signature)):
             return web.Response(status=401)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return web.Response(status=400)  # Slack sends UTF-8: not an event of Slack's
-        if not self._verifier.is_valid_request(text, dict(request.headers)):
+        try:
+            valid = self._verifier.is_valid(body=text, timestamp=stamp, signature=signature)
+        except (ValueError, TypeError):  # a shape the checks above did not foresee
+            valid = False
+        if not valid:
             return web.Response(status=401)
         try:
             response = await self._app.async_dispatch(await to_bolt_request(request))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # RecursionError: a body nested deeper than the JSON parser goes.
             log.warning("slack: refused an event body it could not read (%s)", one_line(exc))
             return web.Response(status=400)
         return await to_aiohttp_response(response)
+
+
+def _is_timestamp(value: str) -> bool:
+    """Unix seconds as Slack sends them: ASCII digits (`str.isdigit` alone takes `١٢٣`)."""
+    return 0 < len(value) <= 20 and value.isascii() and value.isdigit()
+
+
+def _is_signature(value: str) -> bool:
+    """`v0=` and a hex digest; anything else cannot match and must not reach `hmac`."""
+    return 0 < len(value) <= 200 and value.isascii() and value.isprintable()
