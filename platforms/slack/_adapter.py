@@ -136,7 +136,10 @@ class SlackPlatform:
             await self.aclose()
             raise
         mode = "Socket Mode" if self.socket_mode else f"HTTP events at {EVENTS_PATH}"
-        log.info("slack: receiving as %s via %s", self._me.user_id, mode)
+        why = getattr(self._config, "mode_reason", "")
+        log.info(
+            "slack: receiving as %s via %s%s", self._me.user_id, mode, f" ({why})" if why else ""
+        )
 
     def outbox(self, message: IncomingMessage) -> SlackOutbox:
         try:
