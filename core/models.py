@@ -59,6 +59,11 @@ class IncomingMessage:
 
     It carries only what answering needs (it is stored as it is in the
     inbox): no display name or other profile data of the sender.
+
+    `sent_at` is the wall time the user sent it, set for a message fetched
+    late (Discord's catch-up after a restart); 0 means it arrived as it was
+    sent. The inbox entry's `received_at` is the earlier of the two, so
+    `engine.redeliver_within` counts from when the user wrote.
     """
 
     conversation: Conversation
@@ -66,6 +71,8 @@ class IncomingMessage:
     _: KW_ONLY
     event_id: str = ""
     reply_address: str = ""
+    # Not stored and not compared: the inbox entry's `received_at` carries it.
+    sent_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +164,18 @@ class Exchange:
     inbox_key: str = ""  # the inbox entry this exchange answers; marked done in the same commit
     fence: int = 0  # the conversation lease's fencing ticket; 0: no lease (one process)
     fence_key: str = ""  # the conversation whose lease `fence` belongs to
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCursor:
+    """The newest message handled in one channel of a platform that does not
+    redeliver (Discord), so what came after it can be fetched after a restart.
+
+    `last_id` is the platform's increasing message ID (a Discord snowflake);
+    `updated_at` the wall time of the channel's last handled traffic.
+    """
+
+    platform: str
+    channel: str
+    last_id: int
+    updated_at: float

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,28 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# What `surrogateescape` turns the bytes 0x80-0xFF of invalid UTF-8 into.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def undecodable(value: Any) -> bool:
+    """True when a decoded value holds bytes that were not UTF-8.
+
+    The Redis client and the JSON store decode with `surrogateescape`, so a
+    damaged byte reads as a lone surrogate U+DC80..U+DCFF; nothing chatbridge
+    writes holds one (`incoming.clean_text` removes them), so one marks a
+    damaged row. (Other lone surrogates, from a JSON `\\ud800` escape in an
+    old seed file, are text that `clean_text` repairs on display.)
+    """
+    if isinstance(value, str):
+        return bool(_ESCAPED_BYTE.search(value))
+    if isinstance(value, dict):
+        return any(undecodable(k) or undecodable(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(undecodable(v) for v in value)
+    return False
 
 
 def is_num(v: Any) -> bool:
