@@ -9,8 +9,8 @@
   refuses the formatting, so an answer is never lost to markup;
 - `ChatGate`: a platform's "retry after N s" honoured by every later call
   into that chat, from any reply;
-- `accept_safely`: the dispatch wrapper: hand a message to the engine, log
-  and report failure instead of raising into the SDK's event loop;
+- `accept_safely` / `take`: the dispatch wrapper: hand a message to the
+  engine, log and report failure instead of raising into the SDK's event loop;
 - `BackgroundTasks`: tasks an adapter runs (poll loops, socket clients),
   closed within a bound.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -38,11 +39,13 @@ __all__ = [
     "ErrorRule",
     "PlatformError",
     "PlatformStartFailed",
+    "Taken",
     "accept_safely",
     "formatted_or_plain",
     "guarded",
     "one_line",
     "reveal",
+    "take",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,29 @@ class ChatGate:
         await asyncio.sleep(delay)
 
 
+class Taken(enum.Enum):
+    """What became of a message handed to the engine (`take`)."""
+
+    NEW = "taken"  # the inbox holds it now
+    DUPLICATE = "duplicate"  # it held (or answered) it already
+    REFUSED = "refused"  # it could not take it: do not acknowledge the platform
+
+
+async def take(platform: str, handler: MessageHandler, message: IncomingMessage) -> Taken:
+    """Hand `message` to the engine; never raises (but cancellation), so an
+    SDK's dispatch loop goes on. On `Taken.REFUSED` (store down, shutting
+    down) the caller must not acknowledge the platform, so it comes again."""
+    try:
+        new = await handler.accept(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.warning("%s: could not take %s in: %s", platform, message.event_id, one_line(exc))
+        log.debug("%s: accept failed", platform, exc_info=True)
+        return Taken.REFUSED
+    return Taken.NEW if new is not False else Taken.DUPLICATE
+
+
 async def accept_safely(platform: str, handler: MessageHandler, message: IncomingMessage) -> bool:
     """Hand `message` to the engine; True once the inbox holds it (or had it).
 
@@ -126,15 +152,7 @@ async def accept_safely(platform: str, handler: MessageHandler, message: Incomin
     caller must then not acknowledge the platform, so it is delivered again.
     Never raises (but cancellation), so an SDK's dispatch loop goes on.
     """
-    try:
-        await handler.accept(message)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.warning("%s: could not take %s in: %s", platform, message.event_id, one_line(exc))
-        log.debug("%s: accept failed", platform, exc_info=True)
-        return False
-    return True
+    return await take(platform, handler, message) is not Taken.REFUSED
 
 
 class BackgroundTasks:

@@ -153,7 +153,13 @@ async def serve(
             stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         readiness = _Readiness(engine)
         server = _http_app(engine, readiness)
-        context = PlatformContext(handler=engine, commands=engine.commands, server=server)
+        context = PlatformContext(
+            handler=engine,
+            commands=engine.commands,
+            server=server,
+            cursors=engine.store,
+            metrics=engine.metrics,
+        )
         platforms = build_platforms(config, context)
         if not platforms:
             say(

@@ -3,7 +3,10 @@
 Durability: Discord never redelivers a gateway event, so a message is handed
 to the engine's inbox the moment it arrives; the engine answers it, also
 after a restart. Reconnects and resumes are discord.py's (it resumes at
-READY's `resume_gateway_url`).
+READY's `resume_gateway_url`). What was sent while no session was live (the
+process down, or a session Discord would not resume) is fetched from each
+known channel's history on start and on every new READY (`_catch_up`); the
+channel cursors in the store say where each channel's catch-up starts.
 
 URLs: discord.py reads its REST root (`Route.BASE`) and first gateway
 (`DiscordWebSocket.DEFAULT_GATEWAY`) from two class attributes; there is no
@@ -16,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import discord
@@ -25,10 +29,12 @@ import discord.http
 import yarl
 from aiohttp import web
 
+from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, Outbox, PlatformStartFailed
-from chatbridge.platforms._runtime import accept_safely, one_line, reveal
+from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.platforms._runtime import BackgroundTasks, Taken, one_line, reveal, take
 
+from ._catch_up import CatchUp, CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, decode_interaction, sync_if_changed
 from ._filters import accept, decode_address
 from ._outbox import DiscordOutbox
@@ -57,6 +63,20 @@ def intents() -> discord.Intents:
     return wanted
 
 
+class _Threads:
+    """The threads the bot answers in: those it posted in since it started, and
+    every thread with a cursor (a message there reached the inbox before)."""
+
+    def __init__(self, posted: set[int], known: dict[int, tuple[int, float]]) -> None:
+        self._posted, self._known = posted, known
+
+    def __contains__(self, thread: object) -> bool:
+        return thread in self._posted or thread in self._known
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._posted | self._known.keys())
+
+
 class DiscordPlatform:
     """Receives Discord messages and slash commands and hands them to the engine.
 
@@ -65,6 +85,11 @@ class DiscordPlatform:
     False while the gateway is down and discord.py reconnects.
     `guild_ready_timeout` is how long discord.py waits for more guilds after
     READY before it reports ready (messages arriving meanwhile are taken).
+
+    With `cursors` (the store) every message the inbox took advances its
+    channel's cursor, and each READY starts a catch-up pass over the known
+    channels (`_catch_up`), logged in one line and counted in `metrics`.
+    Without them (a test of the adapter alone) nothing is caught up.
     """
 
     name = "discord"
@@ -77,9 +102,17 @@ class DiscordPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         guild_ready_timeout: float = 0.5,
+        cursors: ChannelCursors | None = None,
+        metrics: Metrics | None = None,
+        catch_up: CatchUpLimits | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
         self._handler = handler
+        self._cursors = cursors
+        self._metrics = metrics
+        self._limits = catch_up or CatchUpLimits()
+        self._clock = clock
         options: dict[str, Any] = {"intents": intents(), "guild_ready_timeout": guild_ready_timeout}
         options["allowed_mentions"] = discord.AllowedMentions.none()
         shard_count = getattr(config, "shard_count", None)
@@ -93,6 +126,15 @@ class DiscordPlatform:
             self._client = discord.Client(**options)
         self._tree = build_tree(self._client, commands, self._accept)
         self._answered: set[int] = set()  # threads the bot posted in
+        # channel -> (newest handled message id, wall time): the store's cursors, mirrored.
+        self._known: dict[int, tuple[int, float]] = {}
+        self._threads = _Threads(self._answered, self._known)
+        # The cursors as they were when the last session ended, for the next
+        # READY's catch-up (live messages after it must not move its start).
+        self._frozen: dict[int, int] | None = None
+        self._catching_up: set[int] = set()  # channels whose catch-up is not done
+        self._catch_up_lock = asyncio.Lock()
+        self._background = BackgroundTasks("discord")
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
@@ -112,7 +154,9 @@ class DiscordPlatform:
         return self._client
 
     async def start(self) -> None:
-        """Logs in, connects, waits for READY, then syncs slash commands if they changed."""
+        """Reads the channel cursors, logs in, connects, waits for READY, then
+        syncs slash commands if they changed. The catch-up runs beside it."""
+        await self._load_cursors()
         self._point_at(self._config.api_base, self._config.gateway_url)
         self._receiving = True
         self._task = asyncio.create_task(self._client.start(reveal(self._config.token)))
@@ -155,7 +199,7 @@ class DiscordPlatform:
             address,
             edit_interval=interval,
             thread_name=message.text[:90],
-            on_thread=self._answered.add,
+            on_thread=self._opened_thread,
         )
 
     async def stop_receiving(self) -> None:
@@ -164,6 +208,7 @@ class DiscordPlatform:
 
     async def aclose(self) -> None:
         self._receiving = self._connected = False
+        await self._background.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
         if self._task is not None:
@@ -183,14 +228,31 @@ class DiscordPlatform:
 
     # -- gateway events ----------------------------------------------------
     async def on_ready(self) -> None:
+        """READY: on start, and after every new IDENTIFY (a session Discord
+        would not resume). Either way nothing sent meanwhile will come: catch up."""
         self._connected = True
         self._ready.set()
+        frozen, self._frozen = self._frozen, None
+        if self._cursors is not None and frozen is not None:
+            self._background.spawn(self._catch_up(frozen), name="catch-up")
 
     async def on_resumed(self) -> None:
         self._connected = True
+        if self._frozen is not None:  # a resume replays what was missed: no catch-up
+            self._catching_up -= self._frozen.keys()
+            self._frozen = None
 
     async def on_disconnect(self) -> None:
         self._connected = False
+        if self._frozen is None:
+            self._freeze()
+
+    def _freeze(self) -> None:
+        """Take the cursors the next READY's catch-up starts from. Until it is
+        done with a channel, live messages there (they may come before
+        `on_ready`) move only the in-memory cursor, never the stored one."""
+        self._frozen = self._recent()
+        self._catching_up |= self._frozen.keys()
 
     async def on_message(self, message: discord.Message) -> None:
         me = self._client.user
@@ -203,20 +265,97 @@ class DiscordPlatform:
         if not self._receiving:
             return
         try:
-            incoming = accept(
-                message,
-                me.id,
-                active_threads=self._answered,
-                thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
-            )
+            incoming = self._normalise(message)
         except Exception as exc:
             log.warning("discord: dropped a message it could not read (%s)", one_line(exc))
             return
         if incoming is not None:
             self._connected = True  # a dispatch proves the gateway is up (RESUMED can lag)
-            await self._accept(incoming)
+            if await self._take(incoming) is not Taken.REFUSED:
+                # A channel still being caught up gets its cursor from the catch-up,
+                # which reads past this message: a cursor here could skip older ones.
+                durable = message.channel.id not in self._catching_up
+                await self._handled(message.channel.id, message.id, durable=durable)
+
+    def _normalise(self, message: discord.Message) -> IncomingMessage | None:
+        me = self._client.user
+        if me is None:
+            return None
+        return accept(
+            message,
+            me.id,
+            active_threads=self._threads,
+            thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
+        )
 
     async def _accept(self, message: IncomingMessage) -> bool:
+        return await self._take(message) is not Taken.REFUSED
+
+    async def _take(self, message: IncomingMessage) -> Taken:
         if not self._receiving:
-            return False
-        return await accept_safely("discord", self._handler, message)
+            return Taken.REFUSED
+        return await take("discord", self._handler, message)
+
+    # -- cursors and catch-up ----------------------------------------------
+    async def _load_cursors(self) -> None:
+        """The channels to catch up on this start: the store's most recent ones."""
+        if self._cursors is None:
+            return
+        since = self._clock() - self._limits.keep
+        try:
+            found = await self._cursors.cursors("discord", since=since, limit=self._limits.channels)
+        except Exception as exc:  # the store down at start: live messages still work
+            log.warning("discord: no catch-up on this start (%s)", one_line(exc))
+            return
+        for cursor in found:
+            with contextlib.suppress(ValueError):
+                self._known[int(cursor.channel)] = (cursor.last_id, cursor.updated_at)
+        self._freeze()
+
+    def _recent(self) -> dict[int, int]:
+        """The known channels with the most recent traffic first, within the bound."""
+        ranked = sorted(self._known.items(), key=lambda item: item[1][1], reverse=True)
+        return {channel: last for channel, (last, _) in ranked[: self._limits.channels]}
+
+    async def _handled(self, channel: int, message_id: int, *, durable: bool = True) -> None:
+        """`message_id` in `channel` reached the inbox (or needs no answer)."""
+        if self._cursors is None:
+            return
+        now = self._clock()
+        last = self._known.get(channel, (0, 0.0))[0]
+        self._known[channel] = (max(last, message_id), now)
+        if not durable:
+            return
+        try:
+            await self._cursors.cursor_advance("discord", str(channel), message_id, at=now)
+        except Exception as exc:  # the message is in the inbox; the next catch-up re-reads
+            log.warning(
+                "discord: could not record channel %s's cursor (%s)", channel, one_line(exc)
+            )
+
+    def _opened_thread(self, thread: int) -> None:
+        """The outbox opened a thread for an answer: follow-ups there are answered,
+        also after a restart (the thread's id is its question's, so history
+        after it is the whole thread)."""
+        self._answered.add(thread)
+        self._background.spawn(self._handled(thread, thread), name="thread cursor")
+
+    async def _catch_up(self, cursors: dict[int, int]) -> None:
+        async with self._catch_up_lock:
+            try:
+                run = CatchUp(
+                    self._client,
+                    normalise=self._normalise,
+                    take=self._take,
+                    advance=self._handled,
+                    limits=self._limits,
+                )
+                done = await run.run(cursors, receiving=lambda: self._receiving)
+            finally:
+                # Channels frozen again meanwhile (a lost session) wait for their next pass.
+                self._catching_up -= cursors.keys() - (self._frozen or {}).keys()
+        if self._metrics is not None:
+            self._metrics.catch_ups.labels(platform="discord").inc()
+            for outcome, n in done.counts.items():
+                self._metrics.caught_up.labels(platform="discord", outcome=outcome).inc(n)
+        log.info("discord: caught up on what was sent while not connected: %s", done.summary())
