@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -38,6 +38,7 @@ class PlatformContext:
     server: web.Application  # chatbridge's HTTP server, for webhook routes
     cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
     metrics: Metrics | None = None
+    say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
 
 
 def build_platforms(config: ChatbridgeConfig, context: PlatformContext) -> list[Platform]:

@@ -46,6 +46,23 @@ def create(path: Path) -> None:
     Mode 0600: the ring holds private messages.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        _build(tmp)
+        try:
+            os.link(tmp, path)  # unlike rename, never clobbers a store another process made
+        except FileExistsError:
+            pass  # lost a race; the winner's file is vetted like any other
+        except OSError:
+            os.replace(tmp, path)  # filesystems without hard links
+    finally:
+        # Also after a failed build (a full disk): nothing half-made stays behind.
+        for leftover in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _build(tmp: Path) -> None:
+    """The schema in a fresh file at `tmp`, in WAL mode, mode 0600, synced."""
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
@@ -59,15 +76,6 @@ def create(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    try:
-        os.link(tmp, path)  # unlike rename, never clobbers a store another process made
-    except FileExistsError:
-        pass  # lost a race; the winner's file is vetted like any other
-    except OSError:
-        os.replace(tmp, path)  # filesystems without hard links
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
 
 
 def connect(path: Path) -> tuple[sqlite3.Connection, bool]:

@@ -46,4 +46,5 @@ def from_config(config: Any, context: Any) -> DiscordPlatform:
         server=context.server,
         cursors=getattr(context, "cursors", None),
         metrics=getattr(context, "metrics", None),
+        say=getattr(context, "say", None),
     )

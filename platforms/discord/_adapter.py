@@ -32,7 +32,14 @@ from aiohttp import web
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
-from chatbridge.platforms._runtime import BackgroundTasks, Taken, one_line, reveal, take
+from chatbridge.platforms._runtime import (
+    BackgroundTasks,
+    InboxRefusals,
+    Taken,
+    one_line,
+    reveal,
+    take,
+)
 
 from ._catch_up import CatchUp, CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, decode_interaction, sync_if_changed
@@ -86,6 +93,11 @@ class DiscordPlatform:
     `guild_ready_timeout` is how long discord.py waits for more guilds after
     READY before it reports ready (messages arriving meanwhile are taken).
 
+    With `say` (the bot's own sentences), a user whose message the inbox
+    cannot take is told so once (`InboxRefusals`). Discord sends nothing
+    twice, so such a channel is read again from its cursor every
+    `retry_every` seconds until the inbox takes what it missed.
+
     With `cursors` (the store) every message the inbox took advances its
     channel's cursor, and each READY starts a catch-up pass over the known
     channels (`_catch_up`), logged in one line and counted in `metrics`.
@@ -106,9 +118,12 @@ class DiscordPlatform:
         metrics: Metrics | None = None,
         catch_up: CatchUpLimits | None = None,
         clock: Callable[[], float] = time.time,
+        say: Callable[[str], str] | None = None,
+        retry_every: float = 30.0,
     ) -> None:
         self._config = config
         self._handler = handler
+        self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._cursors = cursors
         self._metrics = metrics
         self._limits = catch_up or CatchUpLimits()
@@ -133,6 +148,9 @@ class DiscordPlatform:
         # READY's catch-up (live messages after it must not move its start).
         self._frozen: dict[int, int] | None = None
         self._catching_up: set[int] = set()  # channels whose catch-up is not done
+        self._retry: dict[int, int] = {}  # channel -> read again after: the inbox refused
+        self._retrying: asyncio.Task[Any] | None = None
+        self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
         self._background = BackgroundTasks("discord")
         self._ready = asyncio.Event()
@@ -276,6 +294,27 @@ class DiscordPlatform:
                 # which reads past this message: a cursor here could skip older ones.
                 durable = message.channel.id not in self._catching_up
                 await self._handled(message.channel.id, message.id, durable=durable)
+            elif self._receiving and self._cursors is not None:
+                self._retry_later(message.channel.id, message.id)
+
+    def _retry_later(self, channel: int, message_id: int) -> None:
+        """The inbox refused `message_id` (a full disk): Discord will not send it
+        again, so the channel is read again from its cursor every `RETRY_EVERY`
+        seconds until the inbox takes what it missed."""
+        # Read from before the refused message, whatever later ones move in memory.
+        since = self._known.get(channel, (message_id - 1, 0.0))[0]
+        self._retry[channel] = min(since, self._retry.get(channel, since), message_id - 1)
+        self._catching_up.add(channel)  # until the retry read past it
+        if self._retrying is None or self._retrying.done():
+            self._retrying = self._background.spawn(self._retry_refused(), name="retry")
+
+    async def _retry_refused(self) -> None:
+        while self._receiving:
+            await asyncio.sleep(self._retry_every)
+            channels, self._retry = self._retry, {}
+            if not channels:
+                return
+            await self._catch_up(channels, why="retrying what the inbox refused")
 
     def _normalise(self, message: discord.Message) -> IncomingMessage | None:
         me = self._client.user
@@ -294,7 +333,7 @@ class DiscordPlatform:
     async def _take(self, message: IncomingMessage) -> Taken:
         if not self._receiving:
             return Taken.REFUSED
-        return await take("discord", self._handler, message)
+        return await take("discord", self._handler, message, refusals=self._refusals)
 
     # -- cursors and catch-up ----------------------------------------------
     async def _load_cursors(self) -> None:
@@ -340,7 +379,10 @@ class DiscordPlatform:
         self._answered.add(thread)
         self._background.spawn(self._handled(thread, thread), name="thread cursor")
 
-    async def _catch_up(self, cursors: dict[int, int]) -> None:
+    async def _catch_up(
+        self, cursors: dict[int, int], *, why: str = "what was sent while not connected"
+    ) -> None:
+        """One pass; logged in one INFO line (a retry that found nothing at DEBUG)."""
         async with self._catch_up_lock:
             try:
                 run = CatchUp(
@@ -351,11 +393,22 @@ class DiscordPlatform:
                     limits=self._limits,
                 )
                 done = await run.run(cursors, receiving=lambda: self._receiving)
+                for channel in done.refused_channels:
+                    self._retry_later(channel, cursors.get(channel, 0) + 1)
             finally:
                 # Channels frozen again meanwhile (a lost session) wait for their next pass.
-                self._catching_up -= cursors.keys() - (self._frozen or {}).keys()
+                # (and channels refused again wait for their retry).
+                self._catching_up -= (
+                    cursors.keys() - (self._frozen or {}).keys() - self._retry.keys()
+                )
         if self._metrics is not None:
             self._metrics.catch_ups.labels(platform="discord").inc()
             for outcome, n in done.counts.items():
                 self._metrics.caught_up.labels(platform="discord", outcome=outcome).inc(n)
-        log.info("discord: caught up on what was sent while not connected: %s", done.summary())
+        quiet = why.startswith("retrying") and not done.counts.get("taken")
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "discord: caught up on %s: %s",
+            why,
+            done.summary(),
+        )

@@ -58,6 +58,7 @@ class Pass:
     counts: dict[str, int] = field(default_factory=dict)
     unreachable: int = 0
     capped: int = 0  # channels with more new messages than `messages`
+    refused_channels: set[int] = field(default_factory=set)  # stopped at a refusal
 
     def count(self, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
@@ -154,6 +155,7 @@ class CatchUp:
             outcome = await self._take(dataclasses.replace(incoming, sent_at=sent_at))
             done.count(outcome.value)
             if outcome is Taken.REFUSED:
+                done.refused_channels.add(channel_id)
                 return  # not past it: the next pass reads it again
             newest = message.id
             await self._advance(channel_id, newest)

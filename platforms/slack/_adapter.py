@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -28,7 +28,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import MessageHandler, PlatformStartFailed
-from chatbridge.platforms._runtime import ChatGate, accept_safely, one_line, reveal
+from chatbridge.platforms._runtime import (
+    ChatGate,
+    InboxRefusals,
+    accept_safely,
+    one_line,
+    reveal,
+)
 
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
@@ -66,9 +72,13 @@ class SlackPlatform:
         handler: MessageHandler,
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
+        say: Callable[[str], str] | None = None,
     ) -> None:
+        """`say` gives the bot's own sentences (its language); with it, a user whose
+        message the inbox cannot take is told so (`InboxRefusals`)."""
         self._config = config
         self._handler = handler
+        self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)  # typed as text; no slash command is registered
         self._bot_token = reveal(config.bot_token)
         self._app_token = reveal(config.app_token) if config.app_token is not None else None
@@ -185,7 +195,10 @@ class SlackPlatform:
         except Exception as exc:
             log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
             return
-        if message is not None and not await accept_safely("slack", self._handler, message):
+        taken = message is None or await accept_safely(
+            "slack", self._handler, message, refusals=self._refusals
+        )
+        if message is not None and not taken:
             raise NotTaken(f"the inbox did not take {message.event_id}")
 
     async def _on_error(self, error: Exception, body: dict[str, Any]) -> BoltResponse:
