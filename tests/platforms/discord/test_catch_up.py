@@ -212,3 +212,15 @@ async def test_catch_up_reads_only_the_newest_messages_within_the_bound(
     assert _answers(fake, "[kanal-später]") == 0  # past the channel bound this time
     reads = fake.calls_to("GET /channels/*/messages")
     assert {c.path for c in reads} == {f"/channels/{dm}/messages"}
+
+
+async def test_a_thread_the_bot_opened_is_caught_up_too(fake: FakeDiscord, start: Start) -> None:
+    first = await start(thread_per_mention=True)
+    question = await fake.send_guild_message("[frage]", mention_bot=True)
+    thread = int(question["id"])  # Discord gives the thread its question's id
+    await fake.wait_for(lambda: fake.bot_texts(thread) == ["echo: [frage]"])
+    await _stop(first)
+    fake.user_message(thread, "[im-faden]")  # a follow-up, no mention, while down
+    _, bot, metrics = await start(thread_per_mention=True)
+    await _settle(fake, bot, metrics, passes=1)
+    assert fake.bot_texts(thread) == ["echo: [frage]", "echo: [im-faden]"]
