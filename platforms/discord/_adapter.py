@@ -45,6 +45,7 @@ from ._catch_up import CatchUp, CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, decode_interaction, sync_if_changed
 from ._filters import accept, decode_address
 from ._outbox import DiscordOutbox
+from ._places import ChannelPlaces
 
 __all__ = ["DiscordPlatform"]
 
@@ -124,10 +125,13 @@ class DiscordPlatform:
         self._config = config
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
-        self._cursors = cursors
         self._metrics = metrics
         self._limits = catch_up or CatchUpLimits()
-        self._clock = clock
+        self._places = (
+            ChannelPlaces(cursors, limits=self._limits, clock=clock)
+            if cursors is not None
+            else None
+        )
         options: dict[str, Any] = {"intents": intents(), "guild_ready_timeout": guild_ready_timeout}
         options["allowed_mentions"] = discord.AllowedMentions.none()
         shard_count = getattr(config, "shard_count", None)
@@ -141,14 +145,8 @@ class DiscordPlatform:
             self._client = discord.Client(**options)
         self._tree = build_tree(self._client, commands, self._accept)
         self._answered: set[int] = set()  # threads the bot posted in
-        # channel -> (newest handled message id, wall time): the store's cursors, mirrored.
-        self._known: dict[int, tuple[int, float]] = {}
-        self._threads = _Threads(self._answered, self._known)
-        # The cursors as they were when the last session ended, for the next
-        # READY's catch-up (live messages after it must not move its start).
-        self._frozen: dict[int, int] | None = None
-        self._catching_up: set[int] = set()  # channels whose catch-up is not done
-        self._retry: dict[int, int] = {}  # channel -> read again after: the inbox refused
+        known = self._places.known if self._places is not None else {}
+        self._threads = _Threads(self._answered, known)
         self._retrying: asyncio.Task[Any] | None = None
         self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
@@ -174,7 +172,8 @@ class DiscordPlatform:
     async def start(self) -> None:
         """Reads the channel cursors, logs in, connects, waits for READY, then
         syncs slash commands if they changed. The catch-up runs beside it."""
-        await self._load_cursors()
+        if self._places is not None:
+            await self._places.load()
         self._point_at(self._config.api_base, self._config.gateway_url)
         self._receiving = True
         self._task = asyncio.create_task(self._client.start(reveal(self._config.token)))
@@ -250,27 +249,19 @@ class DiscordPlatform:
         would not resume). Either way nothing sent meanwhile will come: catch up."""
         self._connected = True
         self._ready.set()
-        frozen, self._frozen = self._frozen, None
-        if self._cursors is not None and frozen is not None:
+        frozen = self._places.take_frozen() if self._places is not None else None
+        if frozen is not None:
             self._background.spawn(self._catch_up(frozen), name="catch-up")
 
     async def on_resumed(self) -> None:
         self._connected = True
-        if self._frozen is not None:  # a resume replays what was missed: no catch-up
-            self._catching_up -= self._frozen.keys()
-            self._frozen = None
+        if self._places is not None:
+            self._places.resumed()  # a resume replays what was missed: no catch-up
 
     async def on_disconnect(self) -> None:
         self._connected = False
-        if self._frozen is None:
-            self._freeze()
-
-    def _freeze(self) -> None:
-        """Take the cursors the next READY's catch-up starts from. Until it is
-        done with a channel, live messages there (they may come before
-        `on_ready`) move only the in-memory cursor, never the stored one."""
-        self._frozen = self._recent()
-        self._catching_up |= self._frozen.keys()
+        if self._places is not None:
+            self._places.freeze()
 
     async def on_message(self, message: discord.Message) -> None:
         me = self._client.user
@@ -289,29 +280,27 @@ class DiscordPlatform:
             return
         if incoming is not None:
             self._connected = True  # a dispatch proves the gateway is up (RESUMED can lag)
-            if await self._take(incoming) is not Taken.REFUSED:
-                # A channel still being caught up gets its cursor from the catch-up,
-                # which reads past this message: a cursor here could skip older ones.
-                durable = message.channel.id not in self._catching_up
-                await self._handled(message.channel.id, message.id, durable=durable)
-            elif self._receiving and self._cursors is not None:
+            taken = await self._take(incoming)
+            if self._places is None:
+                return
+            if taken is not Taken.REFUSED:
+                await self._places.handled(message.channel.id, message.id, live=True)
+            elif self._receiving:
                 self._retry_later(message.channel.id, message.id)
 
     def _retry_later(self, channel: int, message_id: int) -> None:
         """The inbox refused `message_id` (a full disk): Discord will not send it
-        again, so the channel is read again from its cursor every `RETRY_EVERY`
+        again, so the channel is read again from before it every `retry_every`
         seconds until the inbox takes what it missed."""
-        # Read from before the refused message, whatever later ones move in memory.
-        since = self._known.get(channel, (message_id - 1, 0.0))[0]
-        self._retry[channel] = min(since, self._retry.get(channel, since), message_id - 1)
-        self._catching_up.add(channel)  # until the retry read past it
+        assert self._places is not None
+        self._places.refused(channel, message_id)
         if self._retrying is None or self._retrying.done():
             self._retrying = self._background.spawn(self._retry_refused(), name="retry")
 
     async def _retry_refused(self) -> None:
-        while self._receiving:
+        while self._receiving and self._places is not None:
             await asyncio.sleep(self._retry_every)
-            channels, self._retry = self._retry, {}
+            channels = self._places.pop_retry()
             if not channels:
                 return
             await self._catch_up(channels, why="retrying what the inbox refused")
@@ -336,41 +325,9 @@ class DiscordPlatform:
         return await take("discord", self._handler, message, refusals=self._refusals)
 
     # -- cursors and catch-up ----------------------------------------------
-    async def _load_cursors(self) -> None:
-        """The channels to catch up on this start: the store's most recent ones."""
-        if self._cursors is None:
-            return
-        since = self._clock() - self._limits.keep
-        try:
-            found = await self._cursors.cursors("discord", since=since, limit=self._limits.channels)
-        except Exception as exc:  # the store down at start: live messages still work
-            log.warning("discord: no catch-up on this start (%s)", one_line(exc))
-            return
-        for cursor in found:
-            with contextlib.suppress(ValueError):
-                self._known[int(cursor.channel)] = (cursor.last_id, cursor.updated_at)
-        self._freeze()
-
-    def _recent(self) -> dict[int, int]:
-        """The known channels with the most recent traffic first, within the bound."""
-        ranked = sorted(self._known.items(), key=lambda item: item[1][1], reverse=True)
-        return {channel: last for channel, (last, _) in ranked[: self._limits.channels]}
-
-    async def _handled(self, channel: int, message_id: int, *, durable: bool = True) -> None:
-        """`message_id` in `channel` reached the inbox (or needs no answer)."""
-        if self._cursors is None:
-            return
-        now = self._clock()
-        last = self._known.get(channel, (0, 0.0))[0]
-        self._known[channel] = (max(last, message_id), now)
-        if not durable:
-            return
-        try:
-            await self._cursors.cursor_advance("discord", str(channel), message_id, at=now)
-        except Exception as exc:  # the message is in the inbox; the next catch-up re-reads
-            log.warning(
-                "discord: could not record channel %s's cursor (%s)", channel, one_line(exc)
-            )
+    async def _handled(self, channel: int, message_id: int) -> None:
+        if self._places is not None:
+            await self._places.handled(channel, message_id)
 
     def _opened_thread(self, thread: int) -> None:
         """The outbox opened a thread for an answer: follow-ups there are answered,
@@ -396,11 +353,8 @@ class DiscordPlatform:
                 for channel in done.refused_channels:
                     self._retry_later(channel, cursors.get(channel, 0) + 1)
             finally:
-                # Channels frozen again meanwhile (a lost session) wait for their next pass.
-                # (and channels refused again wait for their retry).
-                self._catching_up -= (
-                    cursors.keys() - (self._frozen or {}).keys() - self._retry.keys()
-                )
+                if self._places is not None:
+                    self._places.finished(cursors)
         if self._metrics is not None:
             self._metrics.catch_ups.labels(platform="discord").inc()
             for outcome, n in done.counts.items():
