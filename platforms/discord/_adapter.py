@@ -157,6 +157,7 @@ class DiscordPlatform:
         self._task: asyncio.Task[None] | None = None
         self._saved: tuple[str, yarl.URL] | None = None
         self._client.event(self.on_ready)
+        self._client.event(self.on_shard_ready)
         self._client.event(self.on_resumed)
         self._client.event(self.on_disconnect)
         self._client.event(self.on_message)
@@ -252,6 +253,11 @@ class DiscordPlatform:
         frozen = self._places.take_frozen() if self._places is not None else None
         if frozen is not None:
             self._background.spawn(self._catch_up(frozen), name="catch-up")
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        """A shard's READY (sharded bots): discord.py fires `on_ready` only once
+        for all shards, so a shard that had to IDENTIFY again shows up here."""
+        await self.on_ready()
 
     async def on_resumed(self) -> None:
         self._connected = True

@@ -133,8 +133,8 @@ class CatchUp:
         ]
         done.read += len(newest_first)
         if len(newest_first) >= limit:
-            done.capped += 1
-            log.info(
+            done.capped += 1  # in the pass's summary line; which channel at DEBUG
+            log.debug(
                 "discord: channel %s had more than %s new messages; the older ones were not read",
                 channel_id,
                 limit,

@@ -97,11 +97,11 @@ def _notices(fake: FakeDiscord, text: str) -> int:
     return sum("ich war offline" in t and f"„{text}“" in t for t in fake.bot_texts())
 
 
-async def _first_life(fake: FakeDiscord, start: Start) -> Life:
+async def _first_life(fake: FakeDiscord, start: Start, **cfg: Any) -> Life:
     """DM, channel mention and a thread mention, each answered live; the fake's
     clock is an hour behind, so later "old" messages can sit between."""
     fake.clock = lambda: time.time() - HOUR
-    life = await start()
+    life = await start(**cfg)
     await fake.send_dm("[eins]")
     await fake.send_guild_message("[zwei]", mention_bot=True)
     await fake.send_thread_message(f"<@{fake.me['id']}> [drei]")
@@ -170,10 +170,13 @@ async def test_after_a_restart_what_was_missed_is_answered_once_and_old_ones_get
     assert samples["ignored"] >= 1  # the chatter (and the bot's own messages)
 
 
+@pytest.mark.parametrize(
+    "sharding", [{}, {"shard_count": 1, "shard_ids": [0]}], ids=["client", "auto-sharded"]
+)
 async def test_after_an_invalid_session_what_was_missed_is_answered_once(
-    fake: FakeDiscord, start: Start
+    fake: FakeDiscord, start: Start, sharding: dict[str, Any]
 ) -> None:
-    _, bot, metrics = await _first_life(fake, start)
+    _, bot, metrics = await _first_life(fake, start, **sharding)
     await fake.send_invalid_session(resumable=False)
     old, young, chatter = _write_while_down(fake)  # before discord.py can identify again
     await fake.wait_for(lambda: fake.identify_count == 2, within=20)
