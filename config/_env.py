@@ -21,7 +21,15 @@ from ._errors import Loc
 from ._providers import RESERVED_PROVIDER_KEYS
 from ._secret_files import FILE_SUFFIX, SecretFileError, read_secret_file
 
-__all__ = ["ENV_DEFAULTS", "Substitution", "is_active", "merge_defaults", "substitute"]
+__all__ = [
+    "ENV_DEFAULTS",
+    "MODE_KEYS",
+    "Substitution",
+    "is_active",
+    "merge_defaults",
+    "mode_defaults",
+    "substitute",
+]
 
 _Found = list[tuple[Loc, str]]
 
@@ -41,6 +49,14 @@ ENV_DEFAULTS: dict[str, Any] = {
     },
 }
 """Applied under the file's keys: enabling a platform picks its token up from the usual variable."""
+
+MODE_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("platforms", "slack"): ("app_token", "signing_secret"),
+}
+"""Keys that together choose a section's mode (Slack: Socket Mode or HTTP events).
+Their `ENV_DEFAULTS` apply only when the file sets none of them (nor a `_file`
+twin): a config that names `signing_secret` is HTTP mode even on a machine
+that exports `SLACK_APP_TOKEN` for another app."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,3 +185,28 @@ def merge_defaults(data: Any, defaults: Mapping[str, Any]) -> Any:
         elif isinstance(default, Mapping):
             out[key] = merge_defaults(out[key], default)
     return out
+
+
+def mode_defaults(data: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """`defaults` without the `MODE_KEYS` of sections whose file sets one of them,
+    and the dotted names of the sections whose mode the defaults choose."""
+    out: dict[str, Any] = _copy(defaults)
+    from_env: set[str] = set()
+    for section, keys in MODE_KEYS.items():
+        given = _get(data, section)
+        named = isinstance(given, dict) and any(
+            k in given or k + FILE_SUFFIX in given for k in keys
+        )
+        if named:
+            target = _get(out, section)
+            if isinstance(target, dict):
+                for key in keys:
+                    target.pop(key, None)
+        else:
+            from_env.add(".".join(section))
+    return out, frozenset(from_env)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of nested dicts (leaves are shared; they are strings)."""
+    return {k: _copy(v) for k, v in value.items()} if isinstance(value, Mapping) else value

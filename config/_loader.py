@@ -4,8 +4,9 @@ The loader never reads `os.environ` itself: callers pass the environment, so
 tests stay hermetic and the CLI decides what the process may see.
 
 Steps: size check, YAML (bounded, see `_yaml`), nulls pruned, env defaults
-merged, sections outside `only` dropped, `<field>_file` clashes, `${VAR}`
-substitution, secret files read, pydantic validation. Every step adds issues
+merged (a section's mode keys only when the file sets none of them,
+`_env.MODE_KEYS`), sections outside `only` dropped, `<field>_file` clashes,
+`${VAR}` substitution, secret files read, pydantic validation. Every step adds issues
 instead of stopping, so the admin sees all problems at once.
 """
 
@@ -19,10 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._env import ENV_DEFAULTS, is_active, merge_defaults, substitute
+from ._env import ENV_DEFAULTS, is_active, merge_defaults, mode_defaults, substitute
 from ._errors import ConfigError, ConfigIssue, Loc, format_loc
 from ._issues import issues_from_validation, line_for
 from ._models import BASE_DIR, ChatbridgeConfig
+from ._platforms import MODE_FROM_ENVIRONMENT
 from ._schema import prune_nulls
 from ._secret_files import FILE_SUFFIX, read_file_keys, split_file_keys
 from ._yaml import parse_yaml
@@ -127,7 +129,9 @@ def load_config_text(
         top = ConfigIssue(file=source, line=line_for(parsed.lines, ()), path="", message=message)
         raise ConfigError([*issues, top])
 
-    data = _sections(merge_defaults(prune_nulls(data), ENV_DEFAULTS), only)
+    data = prune_nulls(data)
+    defaults, mode_from_env = mode_defaults(data, ENV_DEFAULTS)
+    data = _sections(merge_defaults(data, defaults), only)
     problems = split_file_keys(data)
     expanded = substitute(data, environ)
     problems += expanded.problems
@@ -143,7 +147,9 @@ def load_config_text(
         # The field a `_file` key stands for is not reported again ("required").
         skip.update({loc, (*loc[:-1], str(loc[-1]).removesuffix(FILE_SUFFIX))} if loc else {loc})
     config: ChatbridgeConfig | None = None
-    context = {BASE_DIR: base_dir} if base_dir is not None else None
+    context: dict[str, object] = {MODE_FROM_ENVIRONMENT: mode_from_env}
+    if base_dir is not None:
+        context[BASE_DIR] = base_dir
     try:
         config = ChatbridgeConfig.model_validate(expanded.data, context=context)
     except ValidationError as exc:

@@ -9,13 +9,23 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 
 from ._base import OptionalSecret, Section
 from ._duration import Duration
 from ._errors import Loc, raise_if
 
-__all__ = ["DiscordConfig", "PlatformsConfig", "SlackConfig", "TelegramConfig"]
+__all__ = [
+    "MODE_FROM_ENVIRONMENT",
+    "DiscordConfig",
+    "PlatformsConfig",
+    "SlackConfig",
+    "TelegramConfig",
+]
+
+MODE_FROM_ENVIRONMENT = "mode_from_environment"
+"""Validation-context key: the dotted sections whose mode keys came from the
+environment's defaults (the file set none of them; `_env.mode_defaults`)."""
 
 _TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 MAX_SHARDS = 65_536
@@ -129,13 +139,33 @@ class SlackConfig(Section):
     `chat.startStream`/`appendStream`/`stopStream`; `false`, a plain DM answer, or a
     workspace that refuses streams uses `chat.postMessage` + `chat.update`."""
 
+    _mode_from_environment: bool = PrivateAttr(default=False)
+
     @property
     def socket_mode(self) -> bool:
         """Socket Mode wins when both are set: it needs no inbound port."""
         return self.app_token is not None
 
+    @property
+    def mode_reason(self) -> str:
+        """Why `socket_mode` is what it is, for the start-up log line."""
+        if self._mode_from_environment:
+            variable = "SLACK_APP_TOKEN" if self.socket_mode else "SLACK_SIGNING_SECRET"
+            return (
+                f"{variable} from the environment: the config sets neither app_token "
+                "nor signing_secret"
+            )
+        if not self.socket_mode:
+            return "the config sets signing_secret and no app_token"
+        if self.signing_secret is not None:
+            return "the config sets app_token, which wins over signing_secret"
+        return "the config sets app_token"
+
     @model_validator(mode="after")
-    def _check(self) -> SlackConfig:
+    def _check(self, info: ValidationInfo) -> SlackConfig:
+        from_env = (info.context or {}).get(MODE_FROM_ENVIRONMENT) or ()
+        # Only an enabled section has a mode (and a disabled one stays equal to the default).
+        self._mode_from_environment = self.enabled and "platforms.slack" in from_env
         issues: list[tuple[Loc, str]] = []
         if self.enabled and self.bot_token is None:
             issues.append((("bot_token",), "required when slack is enabled"))

@@ -148,7 +148,10 @@ class Engine:
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
         message = dataclasses.replace(message, text=clean_text(message.text))
-        entry = InboxEntry(key, message, received_at=self.clock.now())
+        now = self.clock.now()
+        # A message fetched late (Discord catch-up) is as old as its user's send.
+        received_at = min(now, message.sent_at) if message.sent_at else now
+        entry = InboxEntry(key, message, received_at=received_at)
         if not await self.store.inbox_add(entry):
             log.info("dropped redelivered event %s", message.event_id)
             self.metrics.count(message.conversation.platform, "duplicate")

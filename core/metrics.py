@@ -82,6 +82,20 @@ class Metrics:
             registry=self.registry,
         )
         self.last_usage = LastUsage()
+        self.catch_ups = Counter(
+            "chatbridge_catch_ups",
+            "Catch-up passes over a platform's history (on start, after a lost session).",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.caught_up = Counter(
+            "chatbridge_caught_up_messages",
+            "Messages a catch-up read from a platform's history, by what became of them: "
+            "taken (into the inbox), duplicate (held already), ignored (not addressed to "
+            "the bot, or its own), refused (the inbox could not take it).",
+            ["platform", "outcome"],
+            registry=self.registry,
+        )
 
     def count(self, platform: str, outcome: str) -> None:
         self.messages.labels(platform=platform, outcome=outcome).inc()

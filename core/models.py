@@ -8,7 +8,7 @@ conversation lock at a time) and in the store.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 
 class ChatKind(enum.StrEnum):
@@ -49,20 +49,30 @@ class Conversation:
 
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
-    """A platform event, normalised.
+    """A platform event, normalised; everything past `text` is keyword-only.
 
     `event_id` is the platform's ID of the event (unique per platform); the
     inbox drops a redelivered one. `reply_address` is whatever the platform's
     outbox needs to answer (chat, thread, message to reply to), as a string
     the platform encodes and decodes itself; it is stored with the inbox entry
     so an answer can still be delivered after a restart.
+
+    It carries only what answering needs (it is stored as it is in the
+    inbox): no display name or other profile data of the sender.
+
+    `sent_at` is the wall time the user sent it, set for a message fetched
+    late (Discord's catch-up after a restart); 0 means it arrived as it was
+    sent. The inbox entry's `received_at` is the earlier of the two, so
+    `engine.redeliver_within` counts from when the user wrote.
     """
 
     conversation: Conversation
     text: str
+    _: KW_ONLY
     event_id: str = ""
-    user_name: str = ""
     reply_address: str = ""
+    # Not stored and not compared: the inbox entry's `received_at` carries it.
+    sent_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +173,18 @@ class Exchange:
     inbox_key: str = ""  # the inbox entry this exchange answers; marked done in the same commit
     fence: int = 0  # the conversation lease's fencing ticket; 0: no lease (one process)
     fence_key: str = ""  # the conversation whose lease `fence` belongs to
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCursor:
+    """The newest message handled in one channel of a platform that does not
+    redeliver (Discord), so what came after it can be fetched after a restart.
+
+    `last_id` is the platform's increasing message ID (a Discord snowflake);
+    `updated_at` the wall time of the channel's last handled traffic.
+    """
+
+    platform: str
+    channel: str
+    last_id: int
+    updated_at: float

@@ -24,6 +24,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown": "Unknown command {command}. Try /help.",
         "empty_answer": "(The AI service returned an empty answer.)",
         "store_failed": "Sorry, my memory is not reachable right now. Please try again later.",
+        "inbox_full": (
+            "Sorry, I cannot take messages right now; I will answer this one as soon as I can "
+            "(if no answer comes, please write again later)."
+        ),
         "internal_error": (
             "Sorry, something went wrong on my side; the admin can see why in the log."
         ),
@@ -77,6 +81,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "empty_answer": "(Der KI-Dienst hat eine leere Antwort geliefert.)",
         "store_failed": (
             "Mein Gedächtnis ist gerade nicht erreichbar. Bitte versuch es später noch einmal."
+        ),
+        "inbox_full": (
+            "Ich kann gerade keine Nachrichten annehmen; ich antworte auf diese, sobald es wieder "
+            "geht (kommt keine Antwort, schreib bitte später noch einmal)."
         ),
         "internal_error": (
             "Entschuldige, bei mir ist etwas schiefgegangen; der Admin sieht im Log, warum."

@@ -9,8 +9,10 @@
   refuses the formatting, so an answer is never lost to markup;
 - `ChatGate`: a platform's "retry after N s" honoured by every later call
   into that chat, from any reply;
-- `accept_safely`: the dispatch wrapper: hand a message to the engine, log
-  and report failure instead of raising into the SDK's event loop;
+- `accept_safely` / `take`: the dispatch wrapper: hand a message to the
+  engine, log and report failure instead of raising into the SDK's event loop;
+- `InboxRefusals`: while the inbox cannot be written, one sentence to the
+  chat (at most every few minutes per chat) through the platform's outbox;
 - `BackgroundTasks`: tasks an adapter runs (poll loops, socket clients),
   closed within a bound.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -28,21 +31,26 @@ from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import (
     DeliveryError,
     MessageHandler,
+    Outbox,
     PlatformError,
     PlatformStartFailed,
 )
+from chatbridge.core.store.base import StoreError
 
 __all__ = [
     "BackgroundTasks",
     "ChatGate",
     "ErrorRule",
+    "InboxRefusals",
     "PlatformError",
     "PlatformStartFailed",
+    "Taken",
     "accept_safely",
     "formatted_or_plain",
     "guarded",
     "one_line",
     "reveal",
+    "take",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,22 +127,94 @@ class ChatGate:
         await asyncio.sleep(delay)
 
 
-async def accept_safely(platform: str, handler: MessageHandler, message: IncomingMessage) -> bool:
+class Taken(enum.Enum):
+    """What became of a message handed to the engine (`take`)."""
+
+    NEW = "taken"  # the inbox holds it now
+    DUPLICATE = "duplicate"  # it held (or answered) it already
+    REFUSED = "refused"  # it could not take it: do not acknowledge the platform
+
+
+class InboxRefusals:
+    """The one sentence a user gets while the inbox cannot take their message.
+
+    The message itself is not acknowledged (it comes again, and is answered
+    once the store takes writes); without this the user would hear nothing.
+    `say` gives the bot's own sentences in its current language, `outbox` the
+    platform's outbox for a message. At most one notice per chat every
+    `every` seconds, however often the platform redelivers.
+    """
+
+    NOTICE = "inbox_full"
+
+    def __init__(
+        self,
+        say: Callable[[str], str],
+        outbox: Callable[[IncomingMessage], Outbox],
+        *,
+        every: float = 300.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._say, self._outbox = say, outbox
+        self._every, self._monotonic = every, monotonic
+        self._told: dict[str, float] = {}
+
+    async def tell(self, message: IncomingMessage) -> None:
+        """Send the notice to `message`'s chat unless it had one lately; never raises."""
+        chat, now = message.conversation.chat_id, self._monotonic()
+        if now - self._told.get(chat, -self._every) < self._every:
+            return
+        if len(self._told) > 10_000:  # bounded: forget chats told long ago
+            self._told = {c: at for c, at in self._told.items() if now - at < self._every}
+        self._told[chat] = now
+        try:
+            async with asyncio.timeout(30):
+                await self._outbox(message).send(self._say(self.NOTICE))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("could not tell %s that its message waits: %s", chat, one_line(exc))
+
+
+async def take(
+    platform: str,
+    handler: MessageHandler,
+    message: IncomingMessage,
+    *,
+    refusals: InboxRefusals | None = None,
+) -> Taken:
+    """Hand `message` to the engine; never raises (but cancellation), so an
+    SDK's dispatch loop goes on. On `Taken.REFUSED` (store down, shutting
+    down) the caller must not acknowledge the platform, so it comes again;
+    when the store refused (`StoreError`, e.g. a full disk) `refusals` tells
+    the user so."""
+    try:
+        new = await handler.accept(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.warning("%s: could not take %s in: %s", platform, message.event_id, one_line(exc))
+        log.debug("%s: accept failed", platform, exc_info=True)
+        if refusals is not None and isinstance(exc, StoreError):
+            await refusals.tell(message)
+        return Taken.REFUSED
+    return Taken.NEW if new is not False else Taken.DUPLICATE
+
+
+async def accept_safely(
+    platform: str,
+    handler: MessageHandler,
+    message: IncomingMessage,
+    *,
+    refusals: InboxRefusals | None = None,
+) -> bool:
     """Hand `message` to the engine; True once the inbox holds it (or had it).
 
     False when the engine could not take it (store down, shutting down): the
     caller must then not acknowledge the platform, so it is delivered again.
     Never raises (but cancellation), so an SDK's dispatch loop goes on.
     """
-    try:
-        await handler.accept(message)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.warning("%s: could not take %s in: %s", platform, message.event_id, one_line(exc))
-        log.debug("%s: accept failed", platform, exc_info=True)
-        return False
-    return True
+    return await take(platform, handler, message, refusals=refusals) is not Taken.REFUSED
 
 
 class BackgroundTasks:

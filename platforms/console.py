@@ -3,12 +3,23 @@
 Reads stdin line by line whether or not it is a terminal, so the bot can be
 scripted (`printf 'hi\\n' | chatbridge chat`). Each reply is printed whole
 once it is complete, followed by a blank line.
+
+Bytes, not text: stdin is read as bytes and each line decoded with the
+stream's encoding and `errors="replace"`, so input that is not valid in it
+(a stray 0xff, half a UTF-8 sequence) becomes U+FFFD whatever Python's
+stdin error handler is (an ASCII stdin, a C locale without UTF-8 mode, is
+read as UTF-8) (`PYTHONIOENCODING=utf-8:strict` would otherwise
+stop the reader on the first such line). Output that the terminal's
+encoding cannot show is written with "?" in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import os
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from chatbridge.core.engine import Engine
@@ -31,7 +42,7 @@ class ConsoleOutbox:
         nothing more, and the platform stops reading input."""
         if not self.reader_gone:
             try:
-                self._out.write(f"{text}\n\n")
+                self._out.write(_showable(f"{text}\n\n", self._out))
                 self._out.flush()
             except BrokenPipeError:
                 self.reader_gone = True
@@ -90,13 +101,72 @@ class ConsolePlatform:
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
 
+        read = _line_reader(self._stdin)
+
         def pump() -> None:
             try:
-                for line in iter(self._stdin.readline, ""):
-                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                try:
+                    while line := read():
+                        loop.call_soon_threadsafe(lines.put_nowait, line)
+                except (OSError, ValueError):
+                    pass  # stdin closed or unreadable: that is its end, as at EOF
                 loop.call_soon_threadsafe(lines.put_nowait, None)
             except RuntimeError:
                 return  # the loop closed (Ctrl-C) while a line was arriving
 
         threading.Thread(target=pump, name="console-stdin", daemon=True).start()
         return lines
+
+
+def _line_reader(stdin: TextIO) -> Callable[[], str]:
+    """One line per call ("" at EOF), decoded with replacement characters.
+
+    Reads the file descriptor under a real stdin with `os.read`, not its
+    buffered reader: a daemon thread blocked inside `BufferedReader.readline`
+    holds the buffer's lock, and Python aborts at exit (Ctrl-C) when it
+    cannot take it. A stream without a descriptor (a test's StringIO) is
+    text already and is read as it is.
+    """
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stdin.readline
+    encoding = _input_encoding(stdin)
+    pending = bytearray()
+
+    def read() -> str:
+        # A line ends at b"\n", which no multi-byte character of an ASCII-
+        # compatible encoding contains: decoding line by line splits none.
+        while (end := pending.find(b"\n")) < 0:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                line = bytes(pending)
+                pending.clear()
+                return line.decode(encoding, "replace")
+            pending.extend(chunk)
+        line = bytes(pending[: end + 1])
+        del pending[: end + 1]
+        return line.decode(encoding, "replace")
+
+    return read
+
+
+def _encoding(stream: TextIO) -> str:
+    name = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return "utf-8"
+
+
+def _input_encoding(stream: TextIO) -> str:
+    """The stream's encoding, but UTF-8 for ASCII (a C locale without UTF-8
+    mode): ASCII text reads the same, and piped UTF-8 text still does."""
+    name = _encoding(stream)
+    return "utf-8" if name == "ascii" else name
+
+
+def _showable(text: str, out: TextIO) -> str:
+    """`text` with what `out`'s encoding cannot write replaced by "?"."""
+    name = _encoding(out)
+    return text.encode(name, "replace").decode(name)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from chatbridge.config import ChatbridgeConfig
-from chatbridge.core.ports import MessageHandler, Platform
+from chatbridge.core.metrics import Metrics
+from chatbridge.core.ports import ChannelCursors, MessageHandler, Platform
 
 __all__ = ["PLATFORMS", "PlatformContext", "build_platforms"]
 
@@ -35,6 +36,9 @@ class PlatformContext:
     handler: MessageHandler
     commands: Sequence[tuple[str, str]]
     server: web.Application  # chatbridge's HTTP server, for webhook routes
+    cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
+    metrics: Metrics | None = None
+    say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
 
 
 def build_platforms(config: ChatbridgeConfig, context: PlatformContext) -> list[Platform]:

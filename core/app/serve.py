@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from aiohttp import web
@@ -25,6 +27,7 @@ from chatbridge.core.app.reload import Reloader
 from chatbridge.core.app.wiring import engine_from_config
 from chatbridge.core.engine import Engine
 from chatbridge.core.metrics import CONTENT_TYPE_LATEST
+from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Platform, PlatformError
 from chatbridge.core.store import StoreError
 from chatbridge.providers.factory import warm
@@ -37,12 +40,29 @@ Say = Callable[[str], None]
 
 
 class _Readiness:
-    """What `/readyz` reports: every platform connected, the store answering, not draining."""
+    """What `/readyz` reports: every platform connected, the store taking
+    writes, not draining.
 
-    def __init__(self, engine: Engine) -> None:
+    The store check is the intake's own write: a probe entry added to the
+    inbox and marked done at once (platform `chatbridge`, which no adapter
+    serves), so "ready" means an incoming message would be taken now. A full
+    disk or a Redis that refuses writes makes it 503 until a write succeeds
+    again. One probe per `probe_every` seconds at most; calls in between get
+    its result (`/readyz` is unauthenticated and may be polled hard).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        probe_every: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine = engine
         self.platforms: list[Platform] = []
         self.draining = False
+        self._probe_every, self._monotonic = probe_every, monotonic
+        self._probed: tuple[float, str] | None = None  # (when, problem or "")
 
     async def ready(self) -> tuple[bool, str]:
         if self.draining:
@@ -50,11 +70,30 @@ class _Readiness:
         waiting = [p.name for p in self.platforms if not p.connected]
         if not self.platforms or waiting:
             return False, "not connected: " + (", ".join(waiting) or "starting")
+        problem = await self._store_problem()
+        return (False, problem) if problem else (True, "ok")
+
+    async def _store_problem(self) -> str:
+        now = self._monotonic()
+        if self._probed is not None and now - self._probed[0] < self._probe_every:
+            return self._probed[1]
+        problem = ""
+        store = self.engine.store
         try:
-            await self.engine.store.usage("readiness-probe", day="1970-01-01")
+            await store.usage("readiness-probe", day="1970-01-01")
         except StoreError:
-            return False, "store not answering"
-        return True, "ok"
+            problem = "store not answering"
+        else:
+            key = f"chatbridge:readiness-{uuid.uuid4().hex}"
+            probe = IncomingMessage(Conversation("chatbridge", "readiness", "probe"), "")
+            try:
+                await store.inbox_add(InboxEntry(key, probe, received_at=time.time()))
+                await store.inbox_done(key)
+            except StoreError as exc:
+                log.warning("readiness: the store refuses writes (%s)", exc)
+                problem = "store refuses writes"
+        self._probed = (self._monotonic(), problem)
+        return problem
 
 
 def _http_app(engine: Engine, readiness: _Readiness) -> web.Application:
@@ -167,7 +206,14 @@ async def serve(
             stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         readiness = _Readiness(engine)
         server = _http_app(engine, readiness)
-        context = PlatformContext(handler=engine, commands=engine.commands, server=server)
+        context = PlatformContext(
+            handler=engine,
+            commands=engine.commands,
+            server=server,
+            cursors=engine.store,
+            metrics=engine.metrics,
+            say=lambda key: engine.settings.say(key),  # read per call: a reload may change it
+        )
         platforms = build_platforms(config, context)
         if not platforms:
             say(NO_PLATFORM)

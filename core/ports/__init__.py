@@ -8,9 +8,12 @@ architecture test keeps it so). Three groups:
 - platform (`Platform`, `MessageHandler`, `PlatformError` tree): what an
   adapter is and what it calls;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
-  answer is generated.
+  answer is generated;
+- cursors (`ChannelCursors`): where a platform that never redelivers keeps
+  its place per channel.
 """
 
+from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
@@ -41,6 +44,7 @@ from chatbridge.core.ports.provider import (
 )
 
 __all__ = [
+    "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
     "InvalidRequest",

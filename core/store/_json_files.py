@@ -2,11 +2,16 @@
 
 Readers raise `StoreCorrupt` naming the file for anything malformed and never
 write; `atomic_write` leaves either the old or the new file, never a torn one.
+One exception: a row holding bytes that are not UTF-8 (a ring entry, a
+session or one of its turns, an inbox entry, a counter) is damaged, not
+foreign. It is skipped and reported once, by file, part and position, never
+by content, and the rest loads; the next write leaves it out of the file.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,17 +28,24 @@ from chatbridge.core.store._codec import (
     is_num,
     session_from_json,
     session_to_json,
+    undecodable,
     unreadable,
 )
 from chatbridge.core.store.base import StoreError
+
+log = logging.getLogger(__name__)
+
+Cursors = dict[str, dict[str, tuple[int, float]]]
+"""Channel cursors: platform -> channel -> (newest handled message ID, wall time)."""
 
 
 @dataclass(slots=True)
 class State:
     """The sidecar: sessions by key, usage by user then day, the commit marker,
     `forget`'s tombstones (SHA-256 of the user ID → wall-clock time), the
-    pending inbox entries by key in insertion order, and the done markers
-    (key → wall-clock time it was done; nothing else is kept of them)."""
+    pending inbox entries by key in insertion order, the done markers
+    (key → wall-clock time it was done; nothing else is kept of them) and the
+    channel cursors (`{"discord": {"<channel>": [last_id, at]}}`)."""
 
     sessions: dict[str, Session] = field(default_factory=dict)
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)
@@ -41,6 +53,7 @@ class State:
     forgotten: dict[str, float] = field(default_factory=dict)
     inbox: dict[str, InboxEntry] = field(default_factory=dict)
     inbox_done: dict[str, float] = field(default_factory=dict)
+    cursors: Cursors = field(default_factory=dict)
 
 
 def read_ring(path: Path) -> list[MemoryEntry]:
@@ -52,6 +65,9 @@ def read_ring(path: Path) -> list[MemoryEntry]:
         raise corrupt(path, "JSON", "expected a JSON array of entries")
     entries = []
     for index, item in enumerate(data):
+        if undecodable(item):
+            _skip(path, "ring entry", index)
+            continue
         try:
             entries.append(entry_from_json(item))
         except ValueError as err:
@@ -63,6 +79,8 @@ def read_state(path: Path) -> State:
     data = _read_json(path)
     if data is None:
         return State()
+    if isinstance(data, dict):
+        data = _without_damaged(path, data)
     try:
         sessions, usage = _object(data, "sessions"), _object(data, "usage")
         if not all(isinstance(days, dict) for days in usage.values()):
@@ -85,6 +103,7 @@ def read_state(path: Path) -> State:
             {h: float(at) for h, at in forgotten.items()},
             inbox,
             done,
+            _cursors(data),
         )
     except (ValueError, TypeError, KeyError) as err:
         raise corrupt(path, "JSON", f"malformed state: {err}") from err
@@ -118,6 +137,11 @@ def state_bytes(state: State) -> bytes:
             "forgotten": state.forgotten,
             "inbox": [inbox_to_json(e) for e in state.inbox.values()],
             "inbox_done": state.inbox_done,
+            "cursors": {
+                platform: {channel: [last, at] for channel, (last, at) in channels.items()}
+                for platform, channels in state.cursors.items()
+                if channels
+            },
         }
     )
 
@@ -147,6 +171,8 @@ def temp_name(path: Path) -> Path:
 
 
 def _read_json(path: Path) -> Any:
+    """The file's JSON; a byte that is not UTF-8 reads as a lone surrogate
+    (`surrogateescape`), so only the row holding it is lost (`undecodable`)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -156,9 +182,62 @@ def _read_json(path: Path) -> Any:
     if not raw.strip():
         raise corrupt(path, "JSON", "file is empty")
     try:
-        return json.loads(raw)
-    except ValueError as err:  # includes UnicodeDecodeError
-        raise corrupt(path, "JSON", f"invalid JSON: {err}") from err
+        return json.loads(raw.decode("utf-8", "surrogateescape"))
+    except ValueError as err:
+        raise corrupt(path, "JSON", f"invalid JSON: {_without_text(err)}") from err
+
+
+def _without_text(err: ValueError) -> str:
+    """A JSON error names a position, never the text around it."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at line {err.lineno} column {err.colno}"
+    return type(err).__name__
+
+
+def _without_damaged(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The state without the rows that hold undecodable bytes (each reported)."""
+    data = dict(data)
+    sessions = data.get("sessions")
+    if isinstance(sessions, dict):
+        kept = {}
+        for index, (key, raw) in enumerate(sessions.items()):
+            if isinstance(raw, dict) and isinstance(raw.get("turns"), list):
+                turns = raw["turns"]
+                good = [t for t in turns if not undecodable(t)]
+                for n in range(len(turns) - len(good)):
+                    _skip(path, f"turn of session {index}", n)
+                raw = {**raw, "turns": good}
+            if undecodable(key) or undecodable(raw):
+                _skip(path, "session", index)
+            else:
+                kept[key] = raw
+        data["sessions"] = kept
+    for part in ("usage", "forgotten", "inbox_done", "cursors"):
+        rows = data.get(part)
+        if isinstance(rows, dict):
+            bad = [k for k, v in rows.items() if undecodable(k) or undecodable(v)]
+            for k in bad:
+                _skip(path, part, list(rows).index(k))
+            data[part] = {k: v for k, v in rows.items() if k not in bad}
+    inbox = data.get("inbox")
+    if isinstance(inbox, list):
+        for index, item in enumerate(inbox):
+            if undecodable(item):
+                _skip(path, "inbox entry", index)
+        data["inbox"] = [item for item in inbox if not undecodable(item)]
+    if undecodable(data.get("last_entry")):
+        _skip(path, "last_entry", 0)
+        data["last_entry"] = None
+    return data
+
+
+def _skip(path: Path, part: str, index: int) -> None:
+    log.warning(
+        "%s: skipped damaged %s %s (it cannot be read; the rest loads without it)",
+        path,
+        part,
+        index,
+    )
 
 
 def _inbox(data: dict[str, Any]) -> tuple[dict[str, InboxEntry], dict[str, float]]:
@@ -176,6 +255,20 @@ def _inbox(data: dict[str, Any]) -> tuple[dict[str, InboxEntry], dict[str, float
     if not all(is_num(at) for at in done.values()):
         raise ValueError("inbox_done must map keys to times")
     return pending, {k: float(at) for k, at in done.items()}
+
+
+def _cursors(data: dict[str, Any]) -> Cursors:
+    """Absent in files written before cursors existed."""
+    found: Cursors = {}
+    for platform, channels in _object(data, "cursors").items():
+        if not isinstance(channels, dict):
+            raise ValueError("cursors must map platforms to channels")
+        for channel, value in channels.items():
+            ok = isinstance(value, list) and len(value) == 2
+            if not ok or not isinstance(value[0], int) or not is_num(value[1]):
+                raise ValueError("a cursor must be [message id, time]")
+            found.setdefault(platform, {})[channel] = (value[0], float(value[1]))
+    return found
 
 
 def _object(state: Any, name: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ see `redis_store` for the key layout and the guarantees.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from chatbridge.core.store.base import StoreCorrupt, StoreError
 from chatbridge.core.urls import mask_url, url_secrets
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TTL = 7 * 24 * 3600.0
 USAGE_TTL = 8 * 24 * 3600.0
@@ -55,6 +58,7 @@ class RedisConnection:
         self._ttl_ms = max(1, int(ttl * 1000))
         self._usage_ttl_ms = int(USAGE_TTL * 1000)
         self._client: aioredis.Redis | None = None
+        self._reported: set[tuple[str, object]] = set()  # damaged items already logged
 
     async def open(self) -> None:
         """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
@@ -64,6 +68,9 @@ class RedisConnection:
             client = aioredis.from_url(
                 self._url,
                 decode_responses=True,
+                # A stored byte that is not UTF-8 reads as a lone surrogate
+                # (`_codec.undecodable`) instead of failing the whole reply.
+                encoding_errors="surrogateescape",
                 socket_connect_timeout=_CONNECT_TIMEOUT,
                 socket_timeout=_SOCKET_TIMEOUT,
             )
@@ -207,6 +214,19 @@ class RedisConnection:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def _skip(self, key: str, index: object) -> None:
+        """Report a damaged item of `key` once (by key and position, never its value)."""
+        if (key, index) in self._reported:
+            return
+        self._reported.add((key, index))
+        log.warning(
+            "redis key %r at %s: skipped damaged item %s (it cannot be read; "
+            "the rest loads without it)",
+            key,
+            self._shown,
+            index,
+        )
 
     def _corrupt(self, key: str, reason: str) -> StoreCorrupt:
         return StoreCorrupt(

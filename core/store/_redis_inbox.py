@@ -27,6 +27,7 @@ from chatbridge.core.store._codec import (
     message_to_json,
     sent_from_json,
     sent_to_json,
+    undecodable,
 )
 from chatbridge.core.store._redis_conn import RedisConnection
 from chatbridge.core.store.base import DEDUPE_WINDOW
@@ -158,11 +159,11 @@ class RedisInbox(RedisConnection):
                 expired.append(member)  # or done since the ZRANGE
                 continue
             try:
+                if undecodable(fields):
+                    raise ValueError("not UTF-8")
                 found.append(_entry(member, fields))
-            except KeyError as err:
-                raise self._corrupt(hkey, f"no {err}") from err
-            except ValueError as err:  # json.JSONDecodeError is a ValueError
-                raise self._corrupt(hkey, str(err)) from err
+            except (KeyError, ValueError):  # json.JSONDecodeError is a ValueError
+                self._skip(hkey, "entry")  # unanswerable: costs this entry only
         if expired:  # dropped only if still without an entry
             await self._script(_UNLIST, [pkey, *(self._inbox_key(m) for m in expired)], expired)
         found.sort(key=lambda pair: pair[0])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chatbridge.core.store._codec import fsync_dir
 from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
+from chatbridge.core.store._sqlite_cursors import CURSORS_MARKER, CURSORS_TABLE
 from chatbridge.core.store._sqlite_inbox import INBOX_MARKER, INBOX_TABLE
 from chatbridge.core.store.base import StoreError
 
@@ -34,7 +35,7 @@ CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
-{FORGOTTEN_TABLE}{INBOX_TABLE}"""
+{FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}"""
 
 
 def create(path: Path) -> None:
@@ -45,6 +46,23 @@ def create(path: Path) -> None:
     Mode 0600: the ring holds private messages.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        _build(tmp)
+        try:
+            os.link(tmp, path)  # unlike rename, never clobbers a store another process made
+        except FileExistsError:
+            pass  # lost a race; the winner's file is vetted like any other
+        except OSError:
+            os.replace(tmp, path)  # filesystems without hard links
+    finally:
+        # Also after a failed build (a full disk): nothing half-made stays behind.
+        for leftover in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _build(tmp: Path) -> None:
+    """The schema in a fresh file at `tmp`, in WAL mode, mode 0600, synced."""
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
@@ -58,15 +76,6 @@ def create(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    try:
-        os.link(tmp, path)  # unlike rename, never clobbers a store another process made
-    except FileExistsError:
-        pass  # lost a race; the winner's file is vetted like any other
-    except OSError:
-        os.replace(tmp, path)  # filesystems without hard links
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
 
 
 def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
@@ -90,6 +99,10 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
             db.execute(FORGOTTEN_TABLE)  # a file made before tombstones existed
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (INBOX_MARKER,)).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {INBOX_TABLE} COMMIT;")  # made before the inbox
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (CURSORS_MARKER,)
+        ).fetchone():
+            db.executescript(f"BEGIN IMMEDIATE; {CURSORS_TABLE} COMMIT;")  # before cursors
     except sqlite3.Error as err:
         db.close()
         if is_locked(err):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Usage
+from chatbridge.core.models import ChannelCursor, Exchange, InboxEntry, MemoryEntry, Session, Usage
 
 
 class Store(Protocol):
@@ -79,6 +79,13 @@ class Store(Protocol):
     async def inbox_pending(self) -> list[InboxEntry]: ...
 
     async def inbox_is_pending(self, key: str) -> bool: ...
+
+    # Channel cursors (see `core.ports.ChannelCursors`) are part of every store.
+    async def cursor_advance(
+        self, platform: str, channel: str, last_id: int, *, at: float
+    ) -> None: ...
+
+    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]: ...
 
 
 class Inbox(Protocol):

@@ -10,7 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Usage
+from chatbridge.core.models import (
+    ChannelCursor,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Usage,
+)
 from chatbridge.core.store._codec import (
     TOMBSTONE_KEEP,
     answer_to_json,
@@ -44,7 +51,7 @@ class JsonStore:
     migrated on load, see `_codec.entry_from_json`; the file is rewritten in
     the new form by the next write, never by `open`). `<path>.state.json`
     holds `{"sessions", "usage", "last_entry", "forgotten", "inbox",
-    "inbox_done"}`; `forgotten` maps the SHA-256 of each forgotten user ID to
+    "inbox_done", "cursors"}`; `forgotten` maps the SHA-256 of each forgotten user ID to
     the wall-clock time of the forget (pruned after 7 days), so a reply in
     flight during `forget` is not written.
     The inbox lives in the state file too: `"inbox"` lists the pending entries
@@ -242,6 +249,34 @@ class JsonStore:
 
     async def inbox_is_pending(self, key: str) -> bool:
         return key in self._live().inbox
+
+    async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
+        """Rewrites the state file when the cursor moved (as every inbox call does)."""
+        channels = self._live().cursors.setdefault(platform, {})
+        old = channels.get(channel)
+        new = (last_id, at) if old is None else (max(old[0], last_id), max(old[1], at))
+        if new == old:
+            return
+        channels[channel] = new
+
+        def undo() -> None:
+            _put(channels, channel, old)
+
+        self._write_state(undo)
+
+    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
+        channels = self._live().cursors.get(platform, {})
+        quiet = {c: v for c, v in channels.items() if v[1] < since}
+        if quiet:
+            for channel in quiet:
+                del channels[channel]
+
+            def undo() -> None:
+                channels.update(quiet)
+
+            self._write_state(undo)
+        recent = sorted(channels.items(), key=lambda item: item[1][1], reverse=True)[:limit]
+        return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
 
     async def aclose(self) -> None:
         """Every write is already on disk; this refuses further use and frees the lock."""

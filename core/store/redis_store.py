@@ -32,6 +32,9 @@ session keys may contain ':' (``telegram:579304651``,
     P inbox-seq              STRING the counter that numbers entries (seq)
     P lease:{conversation}   STRING the replica holding the conversation's turn
     P fence:{conversation}   STRING its fencing counter (`_redis_lease`)
+    P cursor-ids:{platform}  HASH   channel -> newest handled message ID, and
+    P cursor-times:{platform} ZSET  channel by the time of its last traffic
+                                    (`_redis_cursors`; both expire after `ttl`)
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
@@ -85,6 +88,14 @@ time, its hash being DELeted when it is marked done. Whether the text then
 lingers in an RDB snapshot or AOF file until the next rewrite is the server's
 persistence configuration, not ours.
 
+Damaged data: a key of another type than above is not ours and refused
+(`StoreCorrupt`, nothing written). A value inside one of our keys that cannot
+be read (bytes that are not UTF-8 — the client decodes with
+`surrogateescape` — malformed JSON, a field that is not a number) costs that
+value: the ring loads without the entry, the session without the turn (or
+as none, when its own hash is damaged), the inbox without the entry, each
+reported once by key and position, never by content.
+
 Errors: a server that cannot be reached raises `StoreError` naming the URL;
 a password in the URL (``redis://user:pw@host`` or ``?password=``) is shown as
 ``***`` in every message.
@@ -109,17 +120,18 @@ from chatbridge.core.store._codec import (
     entry_to_json,
     forgotten_since,
     turns_from_json,
+    undecodable,
     user_hash,
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
-from chatbridge.core.store._redis_inbox import RedisInbox
+from chatbridge.core.store._redis_cursors import RedisCursors
 from chatbridge.core.store._redis_lease import fence_key
 from chatbridge.core.store.base import LeaseLost
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore(RedisInbox):
+class RedisStore(RedisCursors):
     """Sessions, rings, usage and the inbox in Redis; see the module docstring
     for the key layout. The constructor is `RedisConnection`'s:
     ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""
@@ -160,10 +172,13 @@ class RedisStore(RedisInbox):
         try:
             user = fields["user"]
             started_at, last_active = float(fields["started_at"]), float(fields["last_active"])
-        except (KeyError, ValueError) as err:
-            raise self._corrupt(
-                hkey, f"no {err}" if isinstance(err, KeyError) else str(err)
-            ) from err
+            if undecodable(user):
+                raise ValueError("user is not UTF-8")
+        except (KeyError, ValueError):
+            # A damaged session costs the session (a fresh one starts; its next
+            # commit rewrites the hash), not the conversation.
+            self._skip(hkey, "session")
+            return None
         return Session(key, user, started_at, last_active, self._turns(tkey, raw_turns))
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
@@ -281,10 +296,14 @@ class RedisStore(RedisInbox):
             return []
         rkey = self._ring_key(user)
         (raw,) = await self._read([(rkey, "lrange", (0, -1))])
-        try:
-            entries = [entry_from_json(json.loads(item)) for item in raw]
-        except ValueError as err:  # json.JSONDecodeError is a ValueError
-            raise self._corrupt(rkey, str(err)) from err
+        entries = []
+        for index, item in enumerate(raw):
+            try:
+                if undecodable(item):
+                    raise ValueError("not UTF-8")
+                entries.append(entry_from_json(json.loads(item)))
+            except ValueError:  # json.JSONDecodeError is a ValueError; a damaged entry is skipped
+                self._skip(rkey, index)
         newer = [e for e in entries if e.timestamp > since]
         return newer[-self._max :]
 
@@ -338,10 +357,16 @@ class RedisStore(RedisInbox):
     # -- helpers ------------------------------------------------------------
 
     def _turns(self, tkey: str, raw: list[str]) -> list[Turn]:
-        try:
-            return turns_from_json([json.loads(t) for t in raw])
-        except ValueError as err:
-            raise self._corrupt(tkey, str(err)) from err
+        """The session's turns; a damaged one is skipped (and reported once)."""
+        turns = []
+        for index, item in enumerate(raw):
+            try:
+                if undecodable(item):
+                    raise ValueError("not UTF-8")
+                turns += turns_from_json([json.loads(item)])
+            except ValueError:
+                self._skip(tkey, index)
+        return turns
 
 
 def _session_fields(s: Session) -> dict[FieldT, EncodableT]:

@@ -9,9 +9,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store import _sqlite_check, _sqlite_file, _sqlite_inbox
-from chatbridge.core.store._codec import TOMBSTONE_KEEP, corrupt, unreadable, user_hash
+from chatbridge.core.models import (
+    ChannelCursor,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
+from chatbridge.core.store import _sqlite_check, _sqlite_cursors, _sqlite_file, _sqlite_inbox
+from chatbridge.core.store._codec import TOMBSTONE_KEEP, unreadable, user_hash
+from chatbridge.core.store._sqlite_rows import RowReader, chained, reason
 from chatbridge.core.store.base import StoreError
 
 _UPSERT_SESSION = """
@@ -38,14 +47,17 @@ DELETE FROM ring WHERE user = ?1 AND id <= (
     SELECT id FROM ring WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
 # Newest first straight off the (user, id) index; reversing in Python beats a sort step.
 _RING = """
-SELECT timestamp, user_message, assistant_summary, session_name, workdir, user, scope
+SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
+_SESSION = "SELECT rowid, user, started_at, last_active FROM sessions WHERE key = ?"
+_TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
+# usage has no rowid (WITHOUT ROWID); a damaged row is named by its day.
+_USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
 # A forget at or after the session's start: the exchange must not be written.
 _FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
-# Read paths check what they decode (`_sqlite_check.typed`), naming columns only.
-_typed = _sqlite_check.typed
-_RING_COLS = "timestamp user_message assistant_summary session_name workdir user scope"
-_SESSION_COLS = "user started_at last_active"
+# Read paths decode row by row (`_sqlite_rows`): a damaged row is skipped, not raised.
+_RING_COLS = "id timestamp user_message assistant_summary session_name workdir user scope"
+_SESSION_COLS = "rowid user started_at last_active"
 _INBOX_COLS = "key received_at message answer sent"
 _TOMBSTONE = """
 INSERT INTO forgotten(user_hash, at) VALUES (?, ?)
@@ -81,6 +93,10 @@ class SqliteStore:
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
+    A row damaged later (text that is not UTF-8, a value of the wrong type)
+    costs only that row: reads skip it and report it once by table and row
+    id (`_sqlite_rows`), so the conversation goes on without it. No error
+    message quotes stored text.
 
     The inbox (`_sqlite_inbox`) is one table in the same file: add, progress
     and done are one autocommit statement each (one write transaction, so
@@ -96,6 +112,7 @@ class SqliteStore:
         self._db: sqlite3.Connection | None = None
         self._vacuum_on_forget = False
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
+        self._rows = RowReader(path)
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
@@ -109,20 +126,19 @@ class SqliteStore:
         except OSError as err:
             raise unreadable(self._path, err) from err
         except sqlite3.Error as err:
-            raise StoreError(f"{self._path} could not be created ({err})") from err
+            raise StoreError(f"{self._path} could not be created ({reason(err)})") from err
         _sqlite_check.check_existing(self._path)
         self._db, self._vacuum_on_forget = _sqlite_file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
-        rows = self._read(
-            "SELECT user, started_at, last_active FROM sessions WHERE key = ?", (key,)
-        )
+        """None also when the session's own row is damaged (a fresh session
+        starts; its next commit replaces the row); a damaged turn is left out."""
+        rows = self._rows_of("sessions", _SESSION, (key,), _SESSION_COLS)
         if not rows:
             return None
-        user, started_at, last_active = _typed(self._path, "sessions", _SESSION_COLS, rows)[0]
-        turns = self._read("SELECT role, content FROM turns WHERE key = ? ORDER BY id", (key,))
-        _typed(self._path, "turns", "role content", turns)
-        return Session(key, user, started_at, last_active, [Turn(r, c) for r, c in turns])
+        _, user, started_at, last_active = rows[0]
+        turns = self._rows_of("turns", _TURNS, (key,), "id role content")
+        return Session(key, user, started_at, last_active, [Turn(r, c) for _, r, c in turns])
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
         with self._txn() as db:
@@ -166,8 +182,8 @@ class SqliteStore:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
         if not user:
             return []
-        rows = _typed(self._path, "ring", _RING_COLS, self._read(_RING, (user, since, self._max)))
-        return [MemoryEntry(*row) for row in reversed(rows)]
+        rows = self._rows_of("ring", _RING, (user, since, self._max), _RING_COLS)
+        return [MemoryEntry(*row[1:]) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
         """Delete the user's rows and record a tombstone (pruning ones older than
@@ -190,16 +206,15 @@ class SqliteStore:
                 self._conn().execute("VACUUM")
             busy = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         except sqlite3.Error as err:
-            raise StoreError(f"{self._path}: forget could not scrub the file ({err})") from err
+            raise StoreError(
+                f"{self._path}: forget could not scrub the file ({reason(err)})"
+            ) from chained(err)
         if busy:
             raise StoreError(f"{self._path}: forget could not truncate the WAL (busy); retry")
 
     async def usage(self, user: str, *, day: str) -> Usage:
-        rows = self._read(
-            "SELECT input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?", (user, day)
-        )
-        _typed(self._path, "usage", "input_tokens output_tokens", rows)
-        return Usage(*rows[0]) if rows else Usage()
+        rows = self._rows_of("usage", _USAGE, (user, day), "day input_tokens output_tokens")
+        return Usage(*rows[0][1:]) if rows else Usage()
 
     async def inbox_add(self, entry: InboxEntry) -> bool:
         prune = self._inbox_adds % _sqlite_inbox.PRUNE_EVERY == 0
@@ -219,14 +234,26 @@ class SqliteStore:
             _sqlite_inbox.done(db, key, time.time())
 
     async def inbox_pending(self) -> list[InboxEntry]:
-        rows = _typed(self._path, "inbox", _INBOX_COLS, self._read(_sqlite_inbox.PENDING, ()))
-        try:
-            return _sqlite_inbox.entries(rows)
-        except ValueError as err:
-            raise corrupt(self._path, "SQLite", str(err)) from err
+        """A damaged entry (undecodable text, malformed JSON) is skipped and
+        reported by its key; it stays in the table, unanswerable."""
+        rows = self._rows_of("inbox", _sqlite_inbox.PENDING, (), _INBOX_COLS)
+        found = self._rows.parsed("inbox", rows, lambda row: _sqlite_inbox.entries([row]))
+        return [entry for one in found for entry in one]
 
     async def inbox_is_pending(self, key: str) -> bool:
         return bool(self._read(_sqlite_inbox.IS_PENDING, (key,)))
+
+    async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
+        with self._autocommit() as db:
+            db.execute(_sqlite_cursors.ADVANCE, (platform, channel, last_id, at))
+
+    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
+        with self._autocommit() as db:
+            db.execute(_sqlite_cursors.FORGET_QUIET, (platform, since))
+        rows = self._rows_of(
+            "cursors", _sqlite_cursors.RECENT, (platform, limit), _sqlite_cursors.RECENT_COLUMNS
+        )
+        return [ChannelCursor(platform, channel, last, at) for _, channel, last, at in rows]
 
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
@@ -235,7 +262,9 @@ class SqliteStore:
             try:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as err:
-                raise StoreError(f"{self._path}: final checkpoint failed ({err})") from err
+                raise StoreError(
+                    f"{self._path}: final checkpoint failed ({reason(err)})"
+                ) from chained(err)
             finally:
                 db.close()
 
@@ -243,7 +272,16 @@ class SqliteStore:
         try:
             return self._conn().execute(sql, args).fetchall()
         except sqlite3.Error as err:
-            raise StoreError(f"{self._path}: read failed ({err})") from err
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
+
+    def _rows_of(
+        self, table: str, sql: str, args: tuple[object, ...], columns: str
+    ) -> list[tuple[Any, ...]]:
+        """`sql`'s rows that decode, damaged ones skipped (see `_sqlite_rows`)."""
+        try:
+            return self._rows.read(self._conn(), sql, args, table=table, columns=columns)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -256,7 +294,7 @@ class SqliteStore:
         try:
             yield self._conn()
         except sqlite3.Error as err:
-            raise StoreError(f"{self._path}: write failed ({err})") from err
+            raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
 
     @contextmanager
     def _txn(self) -> Iterator[sqlite3.Connection]:
@@ -269,7 +307,7 @@ class SqliteStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             if isinstance(err, sqlite3.Error):
-                raise StoreError(f"{self._path}: write failed ({err})") from err
+                raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
             raise
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._adapter import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform, intents
+from ._catch_up import CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, sync_if_changed
 from ._filters import Address, accept, decode_address, encode_address, strip_mention
 from ._outbox import MAX_CHARS, TYPING_REFRESH, DiscordOutbox, parse_ref
@@ -19,6 +20,7 @@ __all__ = [
     "TOKEN_REJECTED",
     "TYPING_REFRESH",
     "Address",
+    "CatchUpLimits",
     "DiscordOutbox",
     "DiscordPlatform",
     "InteractionOutbox",
@@ -38,5 +40,11 @@ def from_config(config: Any, context: Any) -> DiscordPlatform:
     """The registry's factory: `config` is `platforms.discord`, `context` a
     `chatbridge.core.app.registry.PlatformContext`."""
     return DiscordPlatform(
-        config=config, handler=context.handler, commands=context.commands, server=context.server
+        config=config,
+        handler=context.handler,
+        commands=context.commands,
+        server=context.server,
+        cursors=getattr(context, "cursors", None),
+        metrics=getattr(context, "metrics", None),
+        say=getattr(context, "say", None),
     )

@@ -3,7 +3,10 @@
 Durability: Discord never redelivers a gateway event, so a message is handed
 to the engine's inbox the moment it arrives; the engine answers it, also
 after a restart. Reconnects and resumes are discord.py's (it resumes at
-READY's `resume_gateway_url`).
+READY's `resume_gateway_url`). What was sent while no session was live (the
+process down, or a session Discord would not resume) is fetched from each
+known channel's history on start and on every new READY (`_catch_up`); the
+channel cursors in the store say where each channel's catch-up starts.
 
 URLs: discord.py reads its REST root (`Route.BASE`) and first gateway
 (`DiscordWebSocket.DEFAULT_GATEWAY`) from two class attributes; there is no
@@ -16,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import discord
@@ -25,13 +29,23 @@ import discord.http
 import yarl
 from aiohttp import web
 
+from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, Outbox, PlatformStartFailed
-from chatbridge.platforms._runtime import accept_safely, one_line, reveal
+from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.platforms._runtime import (
+    BackgroundTasks,
+    InboxRefusals,
+    Taken,
+    one_line,
+    reveal,
+    take,
+)
 
+from ._catch_up import CatchUp, CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, decode_interaction, sync_if_changed
 from ._filters import accept, decode_address
 from ._outbox import DiscordOutbox
+from ._places import ChannelPlaces
 
 __all__ = ["DiscordPlatform"]
 
@@ -57,6 +71,20 @@ def intents() -> discord.Intents:
     return wanted
 
 
+class _Threads:
+    """The threads the bot answers in: those it posted in since it started, and
+    every thread with a cursor (a message there reached the inbox before)."""
+
+    def __init__(self, posted: set[int], known: dict[int, tuple[int, float]]) -> None:
+        self._posted, self._known = posted, known
+
+    def __contains__(self, thread: object) -> bool:
+        return thread in self._posted or thread in self._known
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._posted | self._known.keys())
+
+
 class DiscordPlatform:
     """Receives Discord messages and slash commands and hands them to the engine.
 
@@ -65,6 +93,16 @@ class DiscordPlatform:
     False while the gateway is down and discord.py reconnects.
     `guild_ready_timeout` is how long discord.py waits for more guilds after
     READY before it reports ready (messages arriving meanwhile are taken).
+
+    With `say` (the bot's own sentences), a user whose message the inbox
+    cannot take is told so once (`InboxRefusals`). Discord sends nothing
+    twice, so such a channel is read again from its cursor every
+    `retry_every` seconds until the inbox takes what it missed.
+
+    With `cursors` (the store) every message the inbox took advances its
+    channel's cursor, and each READY starts a catch-up pass over the known
+    channels (`_catch_up`), logged in one line and counted in `metrics`.
+    Without them (a test of the adapter alone) nothing is caught up.
     """
 
     name = "discord"
@@ -77,9 +115,23 @@ class DiscordPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         guild_ready_timeout: float = 0.5,
+        cursors: ChannelCursors | None = None,
+        metrics: Metrics | None = None,
+        catch_up: CatchUpLimits | None = None,
+        clock: Callable[[], float] = time.time,
+        say: Callable[[str], str] | None = None,
+        retry_every: float = 30.0,
     ) -> None:
         self._config = config
         self._handler = handler
+        self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
+        self._metrics = metrics
+        self._limits = catch_up or CatchUpLimits()
+        self._places = (
+            ChannelPlaces(cursors, limits=self._limits, clock=clock)
+            if cursors is not None
+            else None
+        )
         options: dict[str, Any] = {"intents": intents(), "guild_ready_timeout": guild_ready_timeout}
         options["allowed_mentions"] = discord.AllowedMentions.none()
         shard_count = getattr(config, "shard_count", None)
@@ -93,12 +145,19 @@ class DiscordPlatform:
             self._client = discord.Client(**options)
         self._tree = build_tree(self._client, commands, self._accept)
         self._answered: set[int] = set()  # threads the bot posted in
+        known = self._places.known if self._places is not None else {}
+        self._threads = _Threads(self._answered, known)
+        self._retrying: asyncio.Task[Any] | None = None
+        self._retry_every = retry_every
+        self._catch_up_lock = asyncio.Lock()
+        self._background = BackgroundTasks("discord")
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
         self._task: asyncio.Task[None] | None = None
         self._saved: tuple[str, yarl.URL] | None = None
         self._client.event(self.on_ready)
+        self._client.event(self.on_shard_ready)
         self._client.event(self.on_resumed)
         self._client.event(self.on_disconnect)
         self._client.event(self.on_message)
@@ -112,7 +171,10 @@ class DiscordPlatform:
         return self._client
 
     async def start(self) -> None:
-        """Logs in, connects, waits for READY, then syncs slash commands if they changed."""
+        """Reads the channel cursors, logs in, connects, waits for READY, then
+        syncs slash commands if they changed. The catch-up runs beside it."""
+        if self._places is not None:
+            await self._places.load()
         self._point_at(self._config.api_base, self._config.gateway_url)
         self._receiving = True
         self._task = asyncio.create_task(self._client.start(reveal(self._config.token)))
@@ -155,7 +217,7 @@ class DiscordPlatform:
             address,
             edit_interval=interval,
             thread_name=message.text[:90],
-            on_thread=self._answered.add,
+            on_thread=self._opened_thread,
         )
 
     async def stop_receiving(self) -> None:
@@ -164,6 +226,7 @@ class DiscordPlatform:
 
     async def aclose(self) -> None:
         self._receiving = self._connected = False
+        await self._background.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
         if self._task is not None:
@@ -183,14 +246,28 @@ class DiscordPlatform:
 
     # -- gateway events ----------------------------------------------------
     async def on_ready(self) -> None:
+        """READY: on start, and after every new IDENTIFY (a session Discord
+        would not resume). Either way nothing sent meanwhile will come: catch up."""
         self._connected = True
         self._ready.set()
+        frozen = self._places.take_frozen() if self._places is not None else None
+        if frozen is not None:
+            self._background.spawn(self._catch_up(frozen), name="catch-up")
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        """A shard's READY (sharded bots): discord.py fires `on_ready` only once
+        for all shards, so a shard that had to IDENTIFY again shows up here."""
+        await self.on_ready()
 
     async def on_resumed(self) -> None:
         self._connected = True
+        if self._places is not None:
+            self._places.resumed()  # a resume replays what was missed: no catch-up
 
     async def on_disconnect(self) -> None:
         self._connected = False
+        if self._places is not None:
+            self._places.freeze()
 
     async def on_message(self, message: discord.Message) -> None:
         me = self._client.user
@@ -203,20 +280,95 @@ class DiscordPlatform:
         if not self._receiving:
             return
         try:
-            incoming = accept(
-                message,
-                me.id,
-                active_threads=self._answered,
-                thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
-            )
+            incoming = self._normalise(message)
         except Exception as exc:
             log.warning("discord: dropped a message it could not read (%s)", one_line(exc))
             return
         if incoming is not None:
             self._connected = True  # a dispatch proves the gateway is up (RESUMED can lag)
-            await self._accept(incoming)
+            taken = await self._take(incoming)
+            if self._places is None:
+                return
+            if taken is not Taken.REFUSED:
+                await self._places.handled(message.channel.id, message.id, live=True)
+            elif self._receiving:
+                self._retry_later(message.channel.id, message.id)
+
+    def _retry_later(self, channel: int, message_id: int) -> None:
+        """The inbox refused `message_id` (a full disk): Discord will not send it
+        again, so the channel is read again from before it every `retry_every`
+        seconds until the inbox takes what it missed."""
+        assert self._places is not None
+        self._places.refused(channel, message_id)
+        if self._retrying is None or self._retrying.done():
+            self._retrying = self._background.spawn(self._retry_refused(), name="retry")
+
+    async def _retry_refused(self) -> None:
+        while self._receiving and self._places is not None:
+            await asyncio.sleep(self._retry_every)
+            channels = self._places.pop_retry()
+            if not channels:
+                return
+            await self._catch_up(channels, why="retrying what the inbox refused")
+
+    def _normalise(self, message: discord.Message) -> IncomingMessage | None:
+        me = self._client.user
+        if me is None:
+            return None
+        return accept(
+            message,
+            me.id,
+            active_threads=self._threads,
+            thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
+        )
 
     async def _accept(self, message: IncomingMessage) -> bool:
+        return await self._take(message) is not Taken.REFUSED
+
+    async def _take(self, message: IncomingMessage) -> Taken:
         if not self._receiving:
-            return False
-        return await accept_safely("discord", self._handler, message)
+            return Taken.REFUSED
+        return await take("discord", self._handler, message, refusals=self._refusals)
+
+    # -- cursors and catch-up ----------------------------------------------
+    async def _handled(self, channel: int, message_id: int) -> None:
+        if self._places is not None:
+            await self._places.handled(channel, message_id)
+
+    def _opened_thread(self, thread: int) -> None:
+        """The outbox opened a thread for an answer: follow-ups there are answered,
+        also after a restart (the thread's id is its question's, so history
+        after it is the whole thread)."""
+        self._answered.add(thread)
+        self._background.spawn(self._handled(thread, thread), name="thread cursor")
+
+    async def _catch_up(
+        self, cursors: dict[int, int], *, why: str = "what was sent while not connected"
+    ) -> None:
+        """One pass; logged in one INFO line (a retry that found nothing at DEBUG)."""
+        async with self._catch_up_lock:
+            try:
+                run = CatchUp(
+                    self._client,
+                    normalise=self._normalise,
+                    take=self._take,
+                    advance=self._handled,
+                    limits=self._limits,
+                )
+                done = await run.run(cursors, receiving=lambda: self._receiving)
+                for channel in done.refused_channels:
+                    self._retry_later(channel, cursors.get(channel, 0) + 1)
+            finally:
+                if self._places is not None:
+                    self._places.finished(cursors)
+        if self._metrics is not None:
+            self._metrics.catch_ups.labels(platform="discord").inc()
+            for outcome, n in done.counts.items():
+                self._metrics.caught_up.labels(platform="discord", outcome=outcome).inc(n)
+        quiet = why.startswith("retrying") and not done.counts.get("taken")
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "discord: caught up on %s: %s",
+            why,
+            done.summary(),
+        )

@@ -72,7 +72,6 @@ def interaction_message(interaction: discord.Interaction, text: str) -> Incoming
         ),
         text=text,
         event_id=str(interaction.id),
-        user_name=interaction.user.display_name,
         reply_address=json.dumps(address),
     )
 

@@ -99,7 +99,6 @@ def accept(
         ),
         text=text,
         event_id=str(message.id),
-        user_name=author.display_name,
         reply_address=encode_address(Address(channel.id, reply_to, open_thread)),
     )
 

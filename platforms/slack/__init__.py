@@ -41,5 +41,9 @@ def from_config(config: Any, context: Any) -> SlackPlatform:
     """The registry's factory: `config` is `platforms.slack`, `context` a
     `chatbridge.core.app.registry.PlatformContext`."""
     return SlackPlatform(
-        config=config, handler=context.handler, commands=context.commands, server=context.server
+        config=config,
+        handler=context.handler,
+        commands=context.commands,
+        server=context.server,
+        say=getattr(context, "say", None),
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -28,7 +28,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import MessageHandler, PlatformStartFailed
-from chatbridge.platforms._runtime import ChatGate, accept_safely, one_line, reveal
+from chatbridge.platforms._runtime import (
+    ChatGate,
+    InboxRefusals,
+    accept_safely,
+    one_line,
+    reveal,
+)
 
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
@@ -67,9 +73,13 @@ class SlackPlatform:
         handler: MessageHandler,
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
+        say: Callable[[str], str] | None = None,
     ) -> None:
+        """`say` gives the bot's own sentences (its language); with it, a user whose
+        message the inbox cannot take is told so (`InboxRefusals`)."""
         self._config = config
         self._handler = handler
+        self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)  # typed as text; no slash command is registered
         self._bot_token = reveal(config.bot_token)
         self._app_token = reveal(config.app_token) if config.app_token is not None else None
@@ -139,7 +149,10 @@ class SlackPlatform:
             await self.aclose()
             raise
         mode = "Socket Mode" if self.socket_mode else f"HTTP events at {EVENTS_PATH}"
-        log.info("slack: receiving as %s via %s", self._me.user_id, mode)
+        why = getattr(self._config, "mode_reason", "")
+        log.info(
+            "slack: receiving as %s via %s%s", self._me.user_id, mode, f" ({why})" if why else ""
+        )
 
     def outbox(self, message: IncomingMessage) -> SlackOutbox:
         try:
@@ -188,7 +201,10 @@ class SlackPlatform:
         except Exception as exc:
             log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
             return
-        if message is not None and not await accept_safely("slack", self._handler, message):
+        taken = message is None or await accept_safely(
+            "slack", self._handler, message, refusals=self._refusals
+        )
+        if message is not None and not taken:
             raise NotTaken(f"the inbox did not take {message.event_id}")
 
     async def _on_error(self, error: Exception, body: dict[str, Any]) -> BoltResponse:
@@ -197,21 +213,43 @@ class SlackPlatform:
 
     async def _http(self, request: web.Request) -> web.Response:
         """Signature first (401 before any parsing), then bolt; a body bolt
-        cannot read is a 400, never a 500."""
+        cannot read is a 400, never a 500.
+
+        The signature headers are checked for their shape before slack-sdk
+        sees them: its verifier raises on a timestamp that is not a number
+        (`int("abc")`) and on a non-ASCII signature (`hmac.compare_digest`).
+        """
         if not self._receiving:
             return web.Response(status=503)
         body = await request.read()
-        if not {"X-Slack-Signature", "X-Slack-Request-Timestamp"} <= request.headers.keys():
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not (_is_timestamp(stamp) and _is_signature(signature)):
             return web.Response(status=401)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return web.Response(status=400)  # Slack sends UTF-8: not an event of Slack's
-        if not self._verifier.is_valid_request(text, dict(request.headers)):
+        try:
+            valid = self._verifier.is_valid(body=text, timestamp=stamp, signature=signature)
+        except (ValueError, TypeError):  # a shape the checks above did not foresee
+            valid = False
+        if not valid:
             return web.Response(status=401)
         try:
             response = await self._app.async_dispatch(await to_bolt_request(request))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # RecursionError: a body nested deeper than the JSON parser goes.
             log.warning("slack: refused an event body it could not read (%s)", one_line(exc))
             return web.Response(status=400)
         return await to_aiohttp_response(response)
+
+
+def _is_timestamp(value: str) -> bool:
+    """Unix seconds as Slack sends them: ASCII digits (`str.isdigit` alone takes `١٢٣`)."""
+    return 0 < len(value) <= 20 and value.isascii() and value.isdigit()
+
+
+def _is_signature(value: str) -> bool:
+    """`v0=` and a hex digest; anything else cannot match and must not reach `hmac`."""
+    return 0 < len(value) <= 200 and value.isascii() and value.isprintable()

@@ -37,5 +37,9 @@ def from_config(config: Any, context: Any) -> TelegramPlatform:
     """The registry's factory: `config` is `platforms.telegram`, `context` a
     `chatbridge.core.app.registry.PlatformContext`."""
     return TelegramPlatform(
-        config=config, handler=context.handler, commands=context.commands, server=context.server
+        config=config,
+        handler=context.handler,
+        commands=context.commands,
+        server=context.server,
+        say=getattr(context, "say", None),
     )

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -25,7 +25,14 @@ from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
 from chatbridge.core.ports import MessageHandler, PlatformStartFailed
-from chatbridge.platforms._runtime import BackgroundTasks, ChatGate, accept_safely, one_line, reveal
+from chatbridge.platforms._runtime import (
+    BackgroundTasks,
+    ChatGate,
+    InboxRefusals,
+    accept_safely,
+    one_line,
+    reveal,
+)
 
 from ._drafts import DraftSwitch
 from ._filters import BotIdentity, accept, decode_address
@@ -65,11 +72,15 @@ class TelegramPlatform:
         handler: MessageHandler,
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
+        say: Callable[[str], str] | None = None,
     ) -> None:
+        """`say` gives the bot's own sentences (its language); with it, a user whose
+        message the inbox cannot take is told so (`InboxRefusals`)."""
         if config.mode not in ("polling", "webhook"):
             raise ValueError(f"telegram mode must be polling or webhook, not {config.mode!r}")
         self._config = config
         self._handler = handler
+        self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)
         self._webhook = config.mode == "webhook"
         self._bot: ExtBot[Any] = ExtBot(
@@ -263,4 +274,6 @@ class TelegramPlatform:
             return True
         if accepted is None:
             return True
-        return await accept_safely("telegram", self._handler, accepted.message)
+        return await accept_safely(
+            "telegram", self._handler, accepted.message, refusals=self._refusals
+        )

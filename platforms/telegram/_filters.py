@@ -87,7 +87,6 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             conversation=conversation,
             text=text,
             event_id=str(update.update_id),
-            user_name=sender.full_name,
             reply_address=encode_address(msg.chat.id, thread, reply_to),
         ),
         chat_id=msg.chat.id,

@@ -24,7 +24,8 @@ class WebhookReceiver:
     delivered); 503 while not accepting (before start, after close) or when
     `deliver` returns False (the inbox could not take it), which makes
     Telegram keep the update and retry later; 400 for a body that is not a
-    JSON object; 200 once the update is in the inbox. `deliver` must not wait
+    JSON object (also one nested deeper than the JSON parser goes); 200 once
+    the update is in the inbox. No header or body a client sends gets a 500. `deliver` must not wait
     for the answer: Telegram times out slow webhooks and redelivers.
     """
 
@@ -36,7 +37,9 @@ class WebhookReceiver:
         self.accepting = False
 
     async def handle(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "").encode()
+        # aiohttp hands header bytes that are not UTF-8 over as lone surrogates;
+        # they round-trip to the bytes sent, which then simply do not match.
+        given = request.headers.get(SECRET_HEADER, "").encode("utf-8", "surrogateescape")
         # Constant-time comparison: the secret must not leak through timing.
         if not hmac.compare_digest(given, self._secret):
             log.warning("telegram webhook: rejected a request without the right secret")
@@ -45,7 +48,7 @@ class WebhookReceiver:
             return web.Response(status=503)
         try:
             data = json.loads(await request.read())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             return web.Response(status=400)
         if not isinstance(data, dict):
             return web.Response(status=400)

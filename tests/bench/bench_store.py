@@ -199,7 +199,7 @@ def calibration_us() -> float:
 def inbox_entry(user: str, n: int) -> InboxEntry:
     platform, _, ident = user.partition(":")
     conversation = Conversation(platform, ident, ident)
-    message = IncomingMessage(conversation, TEXT, str(n), "Erika", f"{ident}/{n}")
+    message = IncomingMessage(conversation, TEXT, event_id=str(n), reply_address=f"{ident}/{n}")
     return InboxEntry(f"{platform}:{n}", message, time.time())
 
 

@@ -23,6 +23,11 @@ TARGETS = (
     "tests/providers/test_misconfigured.py",
     "tests/core/test_delivery.py",
     "tests/core/test_privacy.py",
+    "tests/platforms/test_full_store_intake.py",
+    "tests/platforms/discord/test_full_store.py",
+    "tests/platforms/discord/test_catch_up.py",
+    "tests/scenarios/test_full_disk_run.py",
+    "tests/scenarios/test_discord_kill_catch_up.py",
 )
 
 

@@ -60,10 +60,23 @@ CATEGORIES: tuple[Category, ...] = (
     Category("tests/reliability/test_config_fuzz.py", None, "config fuzz secrets",
              "secrets found", match="secret"),
     Category("tests/core/test_privacy.py", "checks passed", "leak checks", "leaks found"),
+    # Issue 17: full store, damaged rows, Discord catch-up.
+    Category("tests/platforms/test_full_store_intake.py", "faults injected",
+             "store full (SQLITE_FULL: notice, no ack, readyz)", "unhandled exceptions"),
+    Category("tests/platforms/discord/test_full_store.py", "faults injected",
+             "store full (SQLITE_FULL: notice, no ack, readyz)", "unhandled exceptions"),
+    Category("tests/scenarios/test_full_disk_run.py", "faults injected",
+             "full disk (file size limit, tmpfs)", "unhandled exceptions"),
+    Category("tests/reliability/test_damaged_rows.py", "faults injected",
+             "damaged store rows (planted secret)", "unhandled exceptions"),
+    Category("tests/platforms/discord/test_catch_up.py", "faults injected",
+             "discord catch-up (restart, op 9)", "unhandled exceptions"),
+    Category("tests/scenarios/test_discord_kill_catch_up.py", "faults injected",
+             "discord kill series (catch-up)", "unhandled exceptions"),
     *(
         Category(f"tests/reliability/{name}.py", None, name, "unhandled exceptions")
         for name in ("test_normaliser_fuzz", "test_config_fuzz", "test_input_fuzz",
-                     "test_history_block")
+                     "test_history_block", "test_webhook_edges")
     ),
 )  # fmt: skip
 

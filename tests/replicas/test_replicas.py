@@ -135,7 +135,9 @@ async def make(prefix: str) -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
 
 def _message(chat: str, text: str, event: str = "") -> IncomingMessage:
     conversation = Conversation("telegram", chat, chat)
-    return IncomingMessage(conversation, text, event or uuid.uuid4().hex, "", chat)
+    return IncomingMessage(
+        conversation, text, event_id=event or uuid.uuid4().hex, reply_address=chat
+    )
 
 
 async def _until(check: Callable[[], Awaitable[bool]], within: float) -> float:

@@ -16,6 +16,12 @@ calls are recorded in `calls`, gateway frames from the client in
 `fail_next` (any status); gateway faults (drop, op 7, op 9, close codes) and
 the event builders live in `fake_discord_gateway`. JSON responses carry
 `Content-Type: application/json` exactly, as discord.py requires.
+
+History: `GET /channels/{id}/messages` takes `limit` (1-100, default 50) and
+one of `after`, `before`, `around`, and answers newest first as Discord
+does (with `after`, the `limit` messages right after it; discord.py reverses
+them). Message IDs are snowflakes of the fake's `clock` (wall time unless a
+test sets it), so a test can mint messages that were sent long ago.
 """
 
 from __future__ import annotations
@@ -196,6 +202,7 @@ class FakeDiscord(GatewayMixin):
         self._messages: dict[int, dict[int, StoredMessage]] = {}
         self._faults: list[dict[str, Any]] = []
         self._last_id = 0
+        self.clock: Callable[[], float] = time.time  # the world's time for new snowflakes
         self._runner: web.AppRunner | None = None
         self.port = 0
         self._init_gateway()
@@ -292,6 +299,7 @@ class FakeDiscord(GatewayMixin):
         ("POST", r"/users/@me/channels", "open_dm"),
         ("GET", r"/channels/(?P<cid>\d+)", "get_channel"),
         ("POST", r"/channels/(?P<cid>\d+)/messages", "post_message"),
+        ("GET", r"/channels/(?P<cid>\d+)/messages", "list_messages"),
         ("GET", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "get_message"),
         ("PATCH", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "edit_message"),
         ("DELETE", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "delete_message"),
@@ -363,6 +371,31 @@ class FakeDiscord(GatewayMixin):
 
     async def _api_get_message(self, _: _Req, cid: str, mid: str) -> dict[str, Any]:
         return self._message_json(self._message(cid, mid))
+
+    async def _api_list_messages(self, r: _Req, cid: str) -> list[dict[str, Any]]:
+        """GET /channels/{id}/messages as Discord answers it: newest first."""
+        self._channel(cid)
+        try:
+            limit = int(r.query.get("limit", "50"))
+            anchors = {k: int(r.query[k]) for k in ("after", "before", "around") if k in r.query}
+        except ValueError:
+            raise _form_error("limit", "NUMBER_TYPE_COERCE", "Value is not int.") from None
+        if not 1 <= limit <= 100:
+            raise _form_error("limit", "NUMBER_TYPE_MAX", "int value should be <= 100.")
+        if len(anchors) > 1:
+            raise _form_error("before", "MESSAGE_ANCHOR_CONFLICT", "Only one anchor allowed.")
+        messages = sorted(self._messages.get(int(cid), {}).values(), key=lambda m: m.id)
+        if "after" in anchors:
+            chosen = [m for m in messages if m.id > anchors["after"]][:limit]
+        elif "before" in anchors:
+            chosen = [m for m in messages if m.id < anchors["before"]][-limit:]
+        elif "around" in anchors:
+            older = [m for m in messages if m.id < anchors["around"]][-(limit // 2) :]
+            rest = [m for m in messages if m.id >= anchors["around"]]
+            chosen = older + rest[: limit - len(older)]
+        else:
+            chosen = messages[-limit:]
+        return [self._message_json(m) for m in reversed(chosen)]
 
     async def _api_post_message(self, r: _Req, cid: str) -> dict[str, Any]:
         self._channel(cid)
@@ -504,7 +537,7 @@ class FakeDiscord(GatewayMixin):
 
     # -- internals ---------------------------------------------------------
     def _snowflake(self) -> int:
-        now = (int(time.time() * 1000) - _DISCORD_EPOCH_MS) << 22
+        now = (int(self.clock() * 1000) - _DISCORD_EPOCH_MS) << 22
         self._last_id = max(now, self._last_id + 1)
         return self._last_id
 
@@ -544,7 +577,7 @@ class FakeDiscord(GatewayMixin):
         channel = self.channels[cid]
         gid = int(channel["guild_id"]) if "guild_id" in channel else None
         stored = StoredMessage(self._snowflake(), cid, author, content, gid, reply_to, flags,
-                               versions=[content], timestamp=_iso())  # fmt: skip
+                               versions=[content], timestamp=_iso(self.clock()))  # fmt: skip
         self._messages.setdefault(cid, {})[stored.id] = stored
         channel["last_message_id"] = str(stored.id)
         if channel["type"] in (11, 12):

@@ -128,5 +128,5 @@ def inbox_entry(
     chat = "-100" if kind is ChatKind.GROUP else user
     conversation = Conversation("telegram", chat, user, "7" if kind is ChatKind.GROUP else "", kind)
     event = key.partition(":")[2]
-    message = IncomingMessage(conversation, text, event, f"Name {user}", f"{chat}/{event}")
+    message = IncomingMessage(conversation, text, event_id=event, reply_address=f"{chat}/{event}")
     return InboxEntry(key, message, at, answer, sent)

@@ -140,18 +140,21 @@ async def test_sqlite_old_markers_are_pruned(tmp_path: Path) -> None:
     assert _sql(path, "SELECT key FROM inbox") == [("telegram:9",)]
 
 
-async def test_sqlite_malformed_row_is_corrupt_without_its_text(tmp_path: Path) -> None:
+async def test_sqlite_malformed_row_is_skipped_and_reported_without_its_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 17.3: a damaged row costs that row (it was StoreCorrupt for the whole read)."""
     path = store_path("sqlite", tmp_path)
     store = await opened("sqlite", path)
     await store.inbox_add(inbox_entry("telegram:1", SECRET))
-    _sql(path, f'UPDATE inbox SET message = \'{{"text": "{SECRET}"\'')
-    with pytest.raises(StoreCorrupt) as err:
-        await store.inbox_pending()
+    await store.inbox_add(inbox_entry("telegram:2", at=2000.0))
+    _sql(path, f"UPDATE inbox SET message = '{{\"text\": \"{SECRET}\"' WHERE key = 'telegram:1'")
+    assert [e.key for e in await store.inbox_pending()] == ["telegram:2"]
     await store.aclose()
-    assert str(path) in str(err.value)
-    assert "'telegram:1'" in str(err.value)
-    assert SECRET not in str(err.value)
-    assert "\n" not in str(err.value)
+    [report] = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert str(path) in report
+    assert "'telegram:1'" in report
+    assert SECRET not in caplog.text
 
 
 # -- json ---------------------------------------------------------------------------
@@ -288,11 +291,10 @@ async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path:
         assert [e.key for e in await store.inbox_pending()] == ["telegram:1"]
         assert await raw.zrange(f"{prefix}inbox-pending", 0, -1) == ["telegram:1"]
 
+        # Issue 17.3: a malformed entry is skipped (it was StoreCorrupt for the whole read).
+        await store.inbox_add(inbox_entry("telegram:3", at=now + 2))
         await raw.hset(f"{prefix}inbox:telegram:1", "message", f'{{"text": "{SECRET}"')
-        with pytest.raises(StoreCorrupt) as err:
-            await store.inbox_pending()
-        assert repr(f"{prefix}inbox:telegram:1") in str(err.value)
-        assert SECRET not in str(err.value)
+        assert [e.key for e in await store.inbox_pending()] == ["telegram:3"]
     finally:
         await store.aclose()
         await _purge(raw, prefix)

@@ -91,7 +91,9 @@ async def test_writes_are_atomic_and_private(tmp_path: Path) -> None:
     for name in ("memory.json", "memory.json.state.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
     state = json.loads((tmp_path / "memory.json.state.json").read_text(encoding="utf-8"))
-    assert set(state) == {"sessions", "usage", "last_entry", "forgotten", "inbox", "inbox_done"}
+    assert set(state) == {
+        "sessions", "usage", "last_entry", "forgotten", "inbox", "inbox_done", "cursors",
+    }  # fmt: skip
     assert state["forgotten"] == {}
     assert (state["inbox"], state["inbox_done"]) == ([], {})
     usage = {"2025-04-05": {"input_tokens": 9, "output_tokens": 15}}
