@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store import _sqlite_check, _sqlite_file, _sqlite_inbox
+from chatbridge.core.store import _sqlite_check, _sqlite_file, _sqlite_inbox, _sqlite_wal
 from chatbridge.core.store._codec import TOMBSTONE_KEEP, corrupt, unreadable, user_hash
 from chatbridge.core.store.base import StoreError
 
@@ -64,8 +64,8 @@ class SqliteStore:
     plus context read costs tens of microseconds of SQLite work (no fsync), and
     a round trip through a worker thread (`asyncio.to_thread`) costs more than
     that by itself (80-130 µs measured on the CI VM). One thread also
-    serialises writes for free. Only checkpoints (every ~10k pages) and
-    `forget` take milliseconds.
+    serialises writes for free. Only checkpoints (every
+    `_sqlite_wal.CHECKPOINT_EVERY` writes) and `forget` take milliseconds.
 
     Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
     checkpoints the WAL and truncates it, so the forgotten text is in neither
@@ -80,7 +80,8 @@ class SqliteStore:
     store on every message, so what another process changed is seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
-    damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
+    damaged or foreign file, or a `-wal` older than the file's last
+    checkpoint (`_sqlite_wal`), raises `StoreCorrupt` and stays byte-identical.
 
     The inbox (`_sqlite_inbox`) is one table in the same file: add, progress
     and done are one autocommit statement each (one write transaction, so
@@ -94,6 +95,7 @@ class SqliteStore:
         self._path = path
         self._max = max_entries
         self._db: sqlite3.Connection | None = None
+        self._wal: _sqlite_wal.WalMarker | None = None
         self._vacuum_on_forget = False
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
 
@@ -111,7 +113,7 @@ class SqliteStore:
         except sqlite3.Error as err:
             raise StoreError(f"{self._path} could not be created ({err})") from err
         _sqlite_check.check_existing(self._path)
-        self._db, self._vacuum_on_forget = _sqlite_file.connect(self._path)
+        self._db, self._vacuum_on_forget, self._wal = _sqlite_file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
         rows = self._read(
@@ -188,8 +190,8 @@ class SqliteStore:
         try:
             if self._vacuum_on_forget:
                 self._conn().execute("VACUUM")
-            busy = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.Error as err:
+            busy = self._marker().checkpoint(self._conn(), "TRUNCATE")
+        except (sqlite3.Error, OSError) as err:
             raise StoreError(f"{self._path}: forget could not scrub the file ({err})") from err
         if busy:
             raise StoreError(f"{self._path}: forget could not truncate the WAL (busy); retry")
@@ -231,12 +233,14 @@ class SqliteStore:
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None
-        if db is not None:
+        wal, self._wal = self._wal, None
+        if db is not None and wal is not None:
             try:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as err:
+                wal.checkpoint(db, "TRUNCATE")
+            except (sqlite3.Error, OSError) as err:
                 raise StoreError(f"{self._path}: final checkpoint failed ({err})") from err
             finally:
+                wal.close()
                 db.close()
 
     def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
@@ -250,12 +254,19 @@ class SqliteStore:
             raise StoreError(f"{self._path} is not open")
         return self._db
 
+    def _marker(self) -> _sqlite_wal.WalMarker:
+        if self._wal is None:
+            raise StoreError(f"{self._path} is not open")
+        return self._wal
+
     @contextmanager
     def _autocommit(self) -> Iterator[sqlite3.Connection]:
         """For writes that are one statement each: each is its own transaction."""
         try:
-            yield self._conn()
-        except sqlite3.Error as err:
+            db = self._conn()
+            yield db
+            self._marker().wrote(db)
+        except (sqlite3.Error, OSError) as err:
             raise StoreError(f"{self._path}: write failed ({err})") from err
 
     @contextmanager
@@ -265,10 +276,11 @@ class SqliteStore:
             db.execute("BEGIN IMMEDIATE")
             yield db
             db.execute("COMMIT")
+            self._marker().wrote(db)
         except BaseException as err:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            if isinstance(err, sqlite3.Error):
+            if isinstance(err, sqlite3.Error | OSError):
                 raise StoreError(f"{self._path}: write failed ({err})") from err
             raise
 
