@@ -11,7 +11,13 @@ from typing import Any
 
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
 from chatbridge.core.store import _sqlite_check, _sqlite_file, _sqlite_inbox, _sqlite_wal
-from chatbridge.core.store._codec import TOMBSTONE_KEEP, corrupt, unreadable, user_hash
+from chatbridge.core.store._codec import (
+    TOMBSTONE_KEEP,
+    corrupt,
+    pending_of,
+    unreadable,
+    user_hash,
+)
 from chatbridge.core.store.base import StoreError
 
 _UPSERT_SESSION = """
@@ -172,8 +178,9 @@ class SqliteStore:
         return [MemoryEntry(*row) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
-        """Delete the user's rows and record a tombstone (pruning ones older than
-        7 days), then flush and truncate the WAL that still held the rows.
+        """Delete the user's rows, mark their pending inbox entries done and
+        record a tombstone (pruning ones older than 7 days), then flush and
+        truncate the WAL that still held the rows.
 
         Sessions have no index on `user` (it would cost a page write per commit),
         so this scans them; forget is rare and the scan takes milliseconds.
@@ -187,6 +194,8 @@ class SqliteStore:
             now = time.time()
             db.execute("DELETE FROM forgotten WHERE at < ?", (now - TOMBSTONE_KEEP,))
             db.execute(_TOMBSTONE, (user_hash(user), now))
+            for key in pending_of(self._pending(db), user, now):
+                _sqlite_inbox.done(db, key, now)
         try:
             if self._vacuum_on_forget:
                 self._conn().execute("VACUUM")
@@ -221,9 +230,15 @@ class SqliteStore:
             _sqlite_inbox.done(db, key, time.time())
 
     async def inbox_pending(self) -> list[InboxEntry]:
-        rows = _typed(self._path, "inbox", _INBOX_COLS, self._read(_sqlite_inbox.PENDING, ()))
+        return self._pending(self._conn())
+
+    def _pending(self, db: sqlite3.Connection) -> list[InboxEntry]:
         try:
-            return _sqlite_inbox.entries(rows)
+            rows = db.execute(_sqlite_inbox.PENDING).fetchall()
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({err})") from err
+        try:
+            return _sqlite_inbox.entries(_typed(self._path, "inbox", _INBOX_COLS, rows))
         except ValueError as err:
             raise corrupt(self._path, "SQLite", str(err)) from err
 
