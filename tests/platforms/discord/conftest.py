@@ -19,8 +19,6 @@ from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import TestBot, make_testbot
 
-pytestmark = pytest.mark.timeout(20)
-
 ALLOWED = (f"discord:{USER_ID}",)
 
 
