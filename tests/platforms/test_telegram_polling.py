@@ -45,10 +45,10 @@ async def test_start_registers_engine_commands_and_deletes_webhook(
         {"command": "new", "description": "Fresh session"},
     ]
     # What Telegram sees: who am I, no webhook, then long polls for messages only.
+    await fake.wait_for(lambda: bool(fake.calls_to("getUpdates")))
     methods = [c.method for c in fake.calls]
     assert methods[0] == "getMe"
     assert methods.index("deleteWebhook") < methods.index("getUpdates")
-    await fake.wait_for(lambda: bool(fake.calls_to("getUpdates")))
     first_poll = fake.calls_to("getUpdates")[0].params
     assert first_poll["allowed_updates"] == ["message"]
     assert first_poll["timeout"] > 0  # a long poll, not a busy loop
