@@ -20,10 +20,14 @@ SECTIONS = (
     "leaks found",
     "secrets found",
     "unhandled exceptions",
+    "wrong results",
     "lost exchanges",
+    "extra bot messages",
 )
 # Sections whose figures must be 0: shown as 0 even when nothing was added.
-MUST_BE_ZERO = ("leaks found", "secrets found", "unhandled exceptions", "lost exchanges")
+MUST_BE_ZERO = (
+    "leaks found", "secrets found", "unhandled exceptions", "wrong results", "lost exchanges",
+)  # fmt: skip
 
 
 @dataclass
@@ -72,15 +76,26 @@ def add(section: str, name: str, n: int = 1) -> None:
 
 
 def record_kill_loop(
-    *, kills: int, messages: int, unanswered: int, duplicates: int, extra: int, missing: int
+    *,
+    kills: int,
+    mid_stream: int,
+    messages: int,
+    unanswered: int,
+    duplicates: int,
+    partials_left: int,
+    reposted: int,
+    missing: int,
 ) -> None:
     """The kill loop's figures (tests/scenarios/test_kill_loop.py)."""
     add("crash runs", "kill loop: SIGKILL restarts", kills)
+    add("crash runs", "kill loop: kills with an answer half shown", mid_stream)
     add("crash runs", "kill loop: messages sent", messages)
     add("lost exchanges", "kill loop: unanswered", unanswered)
     add("lost exchanges", "kill loop: missing from memory", missing)
     add("lost exchanges", "kill loop: answered twice", duplicates)
-    add("lost exchanges", "kill loop: extra bot messages", extra)
+    add("extra bot messages", "kill loop: partial left, killed before its ref was stored",
+        partials_left)  # fmt: skip
+    add("extra bot messages", "kill loop: other extra messages (re-posts)", reposted)
 
 
 def render() -> str:
