@@ -76,7 +76,9 @@ async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram)
     await second.start()
     try:
         await fake.wait_for(lambda: len(engine.handled) == 5)
-        await asyncio.sleep(0.7)  # a long-poll round: a re-delivery would show up now
+        # A poll asked after the last update was taken: a re-delivery would come with it.
+        polls = len(fake.calls_to("getUpdates"))
+        await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) >= polls + 2, within=30)
     finally:
         await second.aclose()
     assert [m.event_id for m in engine.handled] == [str(i) for i in ids]

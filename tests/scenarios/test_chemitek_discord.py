@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_discord import USER_ID, FakeDiscord
@@ -125,6 +126,7 @@ async def test_a_message_dispatched_before_sigkill_is_answered_after_restart(
         (tmp_path / "chatbridge.yaml").write_text(_config(discord, openai, free_port()))
         env = clean_env({"DISCORD_BOT_TOKEN": discord.token, "OPENAI_API_KEY": "sk-e2e-9876"})
         dm = discord.dm_channel()
+        db = tmp_path / "data" / "chatbridge.db"  # the default memory.path, beside the config
         async with chatbridge_run(tmp_path, env) as first:
             await _connected(discord, 1)
             await discord.send_dm(FIRST)
@@ -133,8 +135,9 @@ async def test_a_message_dispatched_before_sigkill_is_answered_after_restart(
             await first.wait()
         assert discord.bot_texts(dm) == []
         async with chatbridge_run(tmp_path, env) as second:
-            await discord.wait_for(lambda: answer in discord.bot_texts(dm), within=30)
-            await asyncio.sleep(0.5)  # nothing else arrives
+            await discord.wait_for(
+                lambda: answer in discord.bot_texts(dm) and inbox_file.pending(db) == 0, within=30
+            )  # with nothing pending, nothing else can arrive
             second.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(second.communicate(), 20)
     assert second.returncode == 0, err.decode()

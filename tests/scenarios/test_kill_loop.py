@@ -19,11 +19,9 @@ port is therefore fixed for the whole test.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
-import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,7 +32,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support import tally
+from tests.support import inbox_file, tally
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -272,19 +270,6 @@ def _all_answered(telegram: FakeTelegram, sent: dict[int, list[str]]) -> bool:
     return True
 
 
-def _inbox(db: Path) -> tuple[int, set[str]]:
-    """Pending inbox entries and every message reference recorded with them,
-    read the way `chatbridge memory` would (another connection, read-only)."""
-    if not db.exists():
-        return 0, set()
-    conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
-    try:
-        rows = conn.execute("SELECT sent FROM inbox WHERE done_at IS NULL").fetchall()
-    finally:
-        conn.close()
-    return len(rows), {ref for (sent,) in rows for ref in json.loads(sent or "[]")}
-
-
 @dataclass
 class _Kills:
     """What the kills met: counted while the loop runs, judged at the end."""
@@ -384,14 +369,15 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path, mode: s
             seen.generating += generating
             seen.partial_at_kill |= partly
             seen.posted |= shown
-            seen.recorded |= _inbox(db)[1]
+            seen.recorded |= inbox_file.recorded_refs(db)
         process = await _start(tmp_path, telegram)
         await _until_up(telegram, process, mode)  # SIGTERM before start-up is a plain kill
         try:
             # Every message answered and nothing left in the inbox: from here on
             # nothing can be posted any more, duplicates included.
             await telegram.wait_for(
-                lambda: _all_answered(telegram, sent) and _inbox(db)[0] == 0, within=60 + kills
+                lambda: _all_answered(telegram, sent) and inbox_file.pending(db) == 0,
+                within=60 + kills,
             )
         except AssertionError:
             pass  # counted below
@@ -494,7 +480,8 @@ async def test_sigterm_with_queued_messages_then_restart_answers_each_once(
         db = tmp_path / "chatbridge.db"
         try:
             await telegram.wait_for(
-                lambda: _all_answered(telegram, {user: texts}) and _inbox(db)[0] == 0, within=60
+                lambda: _all_answered(telegram, {user: texts}) and inbox_file.pending(db) == 0,
+                within=60,
             )
         finally:
             code, err = await _stop(process)
