@@ -87,13 +87,12 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await asyncio.sleep(1.5)  # the 1 s session expires
             await discord.send_dm(SECOND)
             await discord.wait_for(lambda: UNDERSTOOD in discord.bot_texts(dm), within=20)
-            for _ in range(20):
-                shown = await run_cli(
-                    "memory", "show", "--user", f"discord:{USER_ID}", cwd=tmp_path, env=env
-                )
-                if shown.code or len(json.loads(shown.stdout)) >= 2:
-                    break
-                await asyncio.sleep(0.2)
+            # The ring entry is committed with its inbox entry's done mark.
+            db = tmp_path / "data" / "chatbridge.db"
+            await discord.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
+            shown = await run_cli(
+                "memory", "show", "--user", f"discord:{USER_ID}", cwd=tmp_path, env=env
+            )
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)
 

@@ -147,7 +147,7 @@ class FakeSlack:
         assistant:write). Taking a scope out of `scopes` hits every method needing it."""
         self._denied.add(method)
 
-    async def wait_for(self, predicate: Callable[[], object], within: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], object], within: float = 30.0) -> None:
         deadline = time.monotonic() + within
         while not predicate():
             if time.monotonic() > deadline:
@@ -166,7 +166,7 @@ class FakeSlack:
     # -- Socket Mode -------------------------------------------------------
     async def socket_event(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0,
-        retry_reason: str = "", within: float = 5.0, require_ack: bool = True,
+        retry_reason: str = "", within: float = 30.0, require_ack: bool = True,
     ) -> Delivery:  # fmt: skip
         """Send an `events_api` envelope on the newest socket; return once it is acked.
 

@@ -184,11 +184,16 @@ class FakeSSEServer:
         """Queue steps for the next requests, in order."""
         self._steps.extend(steps)
 
-    async def wait_idle(self, within: float = 2.0) -> bool:
-        """True once no stream is open, False if that took longer than `within` s."""
+    async def wait_idle(self, within: float = 30.0) -> bool:
+        """True once no stream is open, False if that took longer than `within` s
+        (a hang detector: whether a stream was cut or ran out is in `streams`)."""
+        return await self.wait_streams(0, within=within)
+
+    async def wait_streams(self, count: int, within: float = 30.0) -> bool:
+        """True once exactly `count` streams are open, False after `within` s."""
         try:
             async with asyncio.timeout(within):
-                while self.streams.open:
+                while self.streams.open != count:
                     self.streams._changed.clear()
                     await self.streams._changed.wait()
         except TimeoutError:
