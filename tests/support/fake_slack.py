@@ -246,18 +246,18 @@ class FakeSlack:
         self, url: str, event: dict[str, Any], *, signing_secret: str,
         event_id: str | None = None, retry_num: int | None = None,
         retry_reason: str = "http_timeout", timestamp: int | None = None,
-        bad_signature: bool = False,
+        bad_signature: bool = False, session: aiohttp.ClientSession | None = None,
     ) -> tuple[int, str, float]:  # fmt: skip
         """POST an `event_callback` signed as Slack does; returns (status, body, latency).
         A retry (`retry_num` ≥ 1, with the first delivery's `event_id`) adds
-        X-Slack-Retry-Num / X-Slack-Retry-Reason."""
+        X-Slack-Retry-Num / X-Slack-Retry-Reason; `session` reuses its connections."""
         headers = {}
         if retry_num is not None:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": retry_reason}
         payload = self.event_payload(event, event_id=event_id)
         return await self.post_signed(url, payload, signing_secret=signing_secret,
                                       timestamp=timestamp, bad_signature=bad_signature,
-                                      headers=headers)  # fmt: skip
+                                      headers=headers, session=session)  # fmt: skip
 
     async def post_url_verification(
         self, url: str, *, signing_secret: str, challenge: str = "fake-challenge"

@@ -111,6 +111,7 @@ class Recorded:
     body: Body
     headers: dict[str, str]
     server_seconds: float = 0.0
+    deltas: int = 0  # text deltas the answer was cut into (what a stream sends)
 
 
 @dataclass(slots=True)
@@ -245,6 +246,7 @@ class FakeSSEServer:
         text = self.default_text if text is None else text
         size = reply.chunk_chars or self.chunk_chars
         chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        record.deltas = len(chunks)
         usage = reply.usage or (self.prompt_words(body), len(chunks))
         if not body.get("stream"):
             record.server_seconds = time.perf_counter() - started
