@@ -44,7 +44,7 @@ from tests.bench import bench_store
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.redis_server import redis_url
+from tests.support.redis_server import flush_allowed, redis_url
 from tests.support.sse import Body, Reply
 
 DB = 8
@@ -128,6 +128,12 @@ server:
 
 
 def flushdb() -> None:
+    """Empties DB `DB` of the bench's own server; never of one it did not start."""
+    if not flush_allowed():
+        raise SystemExit(
+            "bench_replicas flushes its Redis database: unset CHATBRIDGE_TEST_REDIS_URL so "
+            "it starts a redis-server of its own"
+        )
     with redis.Redis.from_url(REDIS_URL) as client:
         client.flushdb()
 
