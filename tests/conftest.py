@@ -3,8 +3,10 @@ anything but this machine (`tests/support/network_guard.py`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,3 +27,15 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", guarded(_real_connect_ex))
     monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo(_real_getaddrinfo))
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """A test that runs the CLI in-process gets its `setup_logging` handler on
+    the root logger, writing to that test's captured stderr; later tests must
+    not log into that closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
