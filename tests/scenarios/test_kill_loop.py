@@ -49,6 +49,7 @@ KILLS = {
     mode: int(os.environ.get("CHATBRIDGE_KILLS", str(default)))
     for mode, default in _DEFAULT_KILLS.items()
 }
+KILL_AT = os.environ.get("CHATBRIDGE_KILL_AT", "edited")  # see _until_mid_stream
 SECRET = "k1ll-loop-Secret"
 # The notice an answer cut by the shutdown grace ends with (the bot's language
 # is German by default), as a user reads it.
@@ -295,12 +296,21 @@ def _partly_shown(telegram: FakeTelegram, expected: dict[int, set[str]]) -> set[
 async def _until_mid_stream(
     telegram: FakeTelegram, expected: dict[int, set[str]], old: set[str]
 ) -> bool:
-    """Wait (up to 15 s) until some chat shows an answer partly, edited at least
-    once (so past the moment its reference is recorded), that was not so at a
-    kill; False if none did (a loaded machine may deliver whole answers)."""
+    """Wait (up to 15 s) until some chat shows an answer partly, that was not so
+    at a kill; False if none did (a loaded machine may deliver whole answers).
+    By default the answer must have been edited at least once (so the kill
+    comes after its reference was recorded: the edit-after-restart path);
+    with CHATBRIDGE_KILL_AT=first its first progress message is enough, which
+    puts the kill where the send -> record window is (to measure that window)."""
+    first = KILL_AT == "first"
 
     def edited_partly() -> set[str]:
-        edited = {f"{u}:{m.message_id}" for u in USERS for m in telegram.messages(u) if m.edits}
+        edited = {
+            f"{u}:{m.message_id}"
+            for u in USERS
+            for m in telegram.messages(u)
+            if m.edits or (first and m.sender["id"] == telegram.me["id"])
+        }
         return (_partly_shown(telegram, expected) & edited) - old
 
     try:
