@@ -186,10 +186,18 @@ class StreamingReply:
             self._progress = asyncio.create_task(self._show_progress())
 
     async def _pause(self, seconds: float) -> None:
-        """Sleep for progress; returns early when `finish` is called."""
+        """Sleep for progress (on the injected `sleep`, so a test clock paces
+        it too); returns early when `finish` is called."""
         if seconds > 0 and not self._closing:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), seconds)
+            waits = [
+                asyncio.ensure_future(self._sleep(seconds)),
+                asyncio.ensure_future(self._wake.wait()),
+            ]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
 
     async def _until_changed(self) -> None:
         """Wait for new text (or `finish`), so an unchanged reply never spins."""

@@ -216,9 +216,10 @@ def cut_text(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = text[: limit - 1]
-    space = head.rfind(" ")
-    if space > limit // 2:  # a boundary that keeps most of the text
-        head = head[:space]
+    if not text[limit - 1].isspace():  # the cut is inside a word: back to its start
+        space = head.rfind(" ")
+        if space > limit // 2:  # a boundary that keeps most of the text
+            head = head[:space]
     return head.rstrip() + ELLIPSIS
 
 

@@ -1,40 +1,41 @@
-"""Suite-wide guards: no test may reach anything but this machine."""
+"""Suite-wide guards: no test, and no Python process a test starts, may reach
+anything but this machine (`tests/support/network_guard.py`)."""
 
 from __future__ import annotations
 
-import ipaddress
+import logging
+import os
 import socket
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support.network_guard import child_pythonpath, guarded, guarded_getaddrinfo
+from tests.support.paths import REPO
+
+# Every Python child inherits this (also those started without
+# tests.support.cli.clean_env), so its sitecustomize installs the same guard.
+os.environ["PYTHONPATH"] = child_pythonpath(REPO, os.environ.get("PYTHONPATH"))
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
-
-
-def _is_local(address: object) -> bool:
-    if isinstance(address, str | bytes):  # AF_UNIX path
-        return True
-    if not isinstance(address, tuple) or not address:
-        return True
-    host = address[0]
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _guarded(real):  # type: ignore[no-untyped-def]
-    def connect(self: socket.socket, address: object):  # type: ignore[no-untyped-def]
-        if not _is_local(address):
-            raise ConnectionRefusedError(f"test tried to reach non-loopback address {address!r}")
-        return real(self, address)
-
-    return connect
+_real_getaddrinfo = socket.getaddrinfo
 
 
 @pytest.fixture(autouse=True)
 def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
-    monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
+    monkeypatch.setattr(socket.socket, "connect", guarded(_real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(_real_connect_ex))
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo(_real_getaddrinfo))
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """A test that runs the CLI in-process gets its `setup_logging` handler on
+    the root logger, writing to that test's captured stderr; later tests must
+    not log into that closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,15 @@ def inbox_from_json(raw: Any) -> InboxEntry:
     except ValueError as err:
         raise ValueError(f"inbox entry {raw['key']!r}: {err}") from None
     return InboxEntry(raw["key"], message, float(raw["received_at"]), answer, sent)
+
+
+def pending_of(entries: Iterable[InboxEntry], user: str, until: float) -> list[str]:
+    """Keys of the pending `entries` that `user` (`platform:id`) sent at or
+    before `until`: what `forget` drops with the user's data (marked done, so
+    their text goes and a redelivery is not answered either)."""
+    return [
+        e.key for e in entries if e.message.conversation.user_id == user and e.received_at <= until
+    ]
 
 
 def user_hash(user: str) -> str:

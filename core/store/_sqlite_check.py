@@ -24,8 +24,10 @@ of our own (SQLite ignores the WAL); it is accepted. A `-shm` is never
 vetted: it is SQLite's rebuildable index of the WAL (a stale or foreign one
 is detected by its checksums and rebuilt), so it decides nothing. What passes
 these checks but is still not ours (a WAL of another chatbridge store with
-the same page layout) cannot be told apart at file level; its replay must
-then still pass `integrity_check` and hold our tables and schema version.
+the same page layout, or an older WAL of this one) cannot be told apart at
+file level; its replay must then pass `integrity_check`, hold our tables and
+schema version, and keep the store id and epoch the file itself holds
+(`_sqlite_wal`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.store._codec import corrupt, unreadable
+from chatbridge.core.store._sqlite_wal import stale_problem
 from chatbridge.core.store.base import StoreCorrupt, StoreError
 
 SCHEMA_VERSION = 1  # bump with a migration in _sqlite_file; older builds then refuse the file
@@ -175,6 +178,7 @@ def _check_contents(path: Path, hot_wal: bool) -> None:
                 found = "none" if row is None else str(row[0])[:12]
                 reason = f"schema version {found}, this build reads {SCHEMA_VERSION}"
                 raise corrupt(path, "SQLite", reason)
+            stale = _stale_wal(uri, db) if hot_wal else None
             damaged = _damaged_column(db, names)
         finally:
             db.close()
@@ -182,8 +186,26 @@ def _check_contents(path: Path, hot_wal: bool) -> None:
                 shm.unlink(missing_ok=True)
     except sqlite3.DatabaseError as err:
         raise (in_use(path) if is_locked(err) else corrupt(path, "SQLite", str(err))) from err
+    if stale:
+        raise StoreCorrupt(
+            f"{path}-wal does not belong to this store ({stale}); both files were left "
+            "untouched — move the -wal file aside (or restore its own database) and start again"
+        )
     if damaged:
         raise damaged_row(path, damaged)
+
+
+def _stale_wal(uri: str, view: sqlite3.Connection) -> str | None:
+    """`_sqlite_wal.stale_problem` of the WAL replayed in `view`."""
+    alone = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+    try:
+        return stale_problem(view, alone)
+    except sqlite3.DatabaseError:
+        # The file alone may be mid-checkpoint (a process killed while copying
+        # pages back); only its WAL makes it whole, so the WAL is not stale.
+        return None
+    finally:
+        alone.close()
 
 
 def _damaged_column(db: sqlite3.Connection, names: set[str]) -> str | None:

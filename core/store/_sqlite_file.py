@@ -10,6 +10,7 @@ from chatbridge.core.store._codec import fsync_dir
 from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
 from chatbridge.core.store._sqlite_cursors import CURSORS_MARKER, CURSORS_TABLE
 from chatbridge.core.store._sqlite_inbox import INBOX_MARKER, INBOX_TABLE
+from chatbridge.core.store._sqlite_wal import WalMarker
 from chatbridge.core.store.base import StoreError
 
 # Tombstones of forgotten ring owners (SHA-256 of the user ID, wall-clock time
@@ -78,9 +79,10 @@ def _build(tmp: Path) -> None:
         os.close(fd)
 
 
-def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
-    """Open `path` (already vetted) for writing; returns the connection and
-    whether `forget` must VACUUM because this SQLite build cannot zero deleted rows.
+def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
+    """Open `path` (already vetted) for writing; returns the connection,
+    whether `forget` must VACUUM because this SQLite build cannot zero deleted
+    rows, and the WAL marker every write and checkpoint must go through.
     """
     db = sqlite3.connect(path, isolation_level=None)
     try:
@@ -91,8 +93,9 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
         if db.execute("PRAGMA journal_mode = WAL").fetchone() != ("wal",):
             raise sqlite3.OperationalError("WAL mode unavailable")
         db.execute("PRAGMA synchronous = NORMAL")
-        # Fewer checkpoints (each costs two fsyncs); the WAL may grow to ~40 MB.
-        db.execute("PRAGMA wal_autocheckpoint = 10000")
+        # The store runs every checkpoint itself, each after an epoch bump
+        # (see _sqlite_wal); SQLite's own would not bump it.
+        db.execute("PRAGMA wal_autocheckpoint = 0")
         needs_vacuum = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
         db.execute("SELECT count(*) FROM meta").fetchone()
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'forgotten'").fetchone():
@@ -103,9 +106,11 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
             "SELECT 1 FROM sqlite_master WHERE name = ?", (CURSORS_MARKER,)
         ).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {CURSORS_TABLE} COMMIT;")  # before cursors
-    except sqlite3.Error as err:
+        marker = WalMarker(path)
+        marker.attach(db)
+    except (sqlite3.Error, OSError) as err:
         db.close()
-        if is_locked(err):
+        if isinstance(err, sqlite3.Error) and is_locked(err):
             raise in_use(path) from err
         raise StoreError(f"{path} could not be opened ({err})") from err
-    return db, needs_vacuum
+    return db, needs_vacuum, marker

@@ -128,19 +128,21 @@ class RowReader:
         return frozenset(_PYTHON[k] for k in kinds)
 
 
-def reason(err: sqlite3.Error) -> str:
+def reason(err: sqlite3.Error | OSError) -> str:
     """The words of a sqlite3 error that never quote stored text.
 
     SQLite's own errors (they carry `sqlite_errorname`) name tables, columns
     and conditions ("database or disk is full"); errors raised by Python's
-    module itself may quote a value, so only their class is given.
+    module itself may quote a value, so only their class is given. An
+    `OSError` (the WAL marker's file I/O) names a file and a condition.
     """
-    if getattr(err, "sqlite_errorname", None):
+    if isinstance(err, OSError) or getattr(err, "sqlite_errorname", None):
         return " ".join(str(err).split())[:200]
     return type(err).__name__
 
 
-def chained(err: sqlite3.Error) -> BaseException | None:
+def chained(err: sqlite3.Error | OSError) -> BaseException | None:
     """The cause to chain a `StoreError` to: the error itself when it is
-    SQLite's own, else none (a traceback would print its quoting message)."""
-    return err if getattr(err, "sqlite_errorname", None) else None
+    SQLite's own (or an OSError), else none (a traceback would print its
+    quoting message)."""
+    return err if isinstance(err, OSError) or getattr(err, "sqlite_errorname", None) else None

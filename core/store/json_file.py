@@ -24,6 +24,7 @@ from chatbridge.core.store._codec import (
     copy_session,
     forgotten_since,
     inbox_to_json,
+    pending_of,
     sent_to_json,
     unreadable,
     user_hash,
@@ -185,8 +186,9 @@ class JsonStore:
         return [e for e in self._ring.get(user, []) if e.timestamp > since][-self._max :]
 
     async def forget(self, user: str) -> None:
-        """Drop the user everywhere, leave a tombstone (pruning ones older than
-        7 days) and rewrite both files; the old files are unlinked."""
+        """Drop the user everywhere (their pending inbox entries are marked
+        done), leave a tombstone (pruning ones older than 7 days) and rewrite
+        both files; the old files are unlinked."""
         state = self._live()
         now = time.time()
         state.forgotten = {h: at for h, at in state.forgotten.items() if at >= now - TOMBSTONE_KEEP}
@@ -197,6 +199,8 @@ class JsonStore:
         if state.last_entry is not None and state.last_entry.user == user:
             state.last_entry = None
         self._ring.pop(user, None)
+        for key in pending_of(state.inbox.values(), user, now):
+            _mark_done(state, key)
         atomic_write(self._state_path, state_bytes(state))
         atomic_write(self._path, self._ring_bytes())
 

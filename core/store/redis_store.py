@@ -82,9 +82,8 @@ committed since the forget. Times are wall clocks of the clients, so bot
 hosts sharing a server need synchronised clocks.
 
 Privacy: `forget` DELetes every key above for the user, and the tombstone
-names the user only by hash. Pending inbox entries are not the user's history
-and stay (they are answered, then done); a done entry is only its key and a
-time, its hash being DELeted when it is marked done. Whether the text then
+names the user only by hash; the user's pending inbox entries are then marked
+done (their hash DELeted), so a done entry is only its key and a time. Whether the text then
 lingers in an RDB snapshot or AOF file until the next rewrite is the server's
 persistence configuration, not ours.
 
@@ -119,6 +118,7 @@ from chatbridge.core.store._codec import (
     entry_from_json,
     entry_to_json,
     forgotten_since,
+    pending_of,
     turns_from_json,
     undecodable,
     user_hash,
@@ -309,8 +309,12 @@ class RedisStore(RedisCursors):
 
     async def forget(self, user: str) -> None:
         """DEL the user's ring, usage days and own sessions and SET the
-        tombstone in one transaction."""
-        await self._erase(user, at=time.time())
+        tombstone in one transaction; then mark the user's pending inbox
+        entries (received until then) done."""
+        now = time.time()
+        await self._erase(user, at=now)
+        for key in pending_of(await self.inbox_pending(), user, now):
+            await self.inbox_done(key)
 
     async def _erase(self, user: str, *, at: float | None, also: Sequence[str] = ()) -> None:
         """`forget`'s transaction: DEL the user's keys and `also`; SET the tombstone

@@ -18,8 +18,14 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import _sqlite_check, _sqlite_cursors, _sqlite_file, _sqlite_inbox
-from chatbridge.core.store._codec import TOMBSTONE_KEEP, unreadable, user_hash
+from chatbridge.core.store import (
+    _sqlite_check,
+    _sqlite_cursors,
+    _sqlite_file,
+    _sqlite_inbox,
+    _sqlite_wal,
+)
+from chatbridge.core.store._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
 from chatbridge.core.store._sqlite_rows import RowReader, chained, reason
 from chatbridge.core.store.base import StoreError
 
@@ -76,8 +82,8 @@ class SqliteStore:
     plus context read costs tens of microseconds of SQLite work (no fsync), and
     a round trip through a worker thread (`asyncio.to_thread`) costs more than
     that by itself (80-130 µs measured on the CI VM). One thread also
-    serialises writes for free. Only checkpoints (every ~10k pages) and
-    `forget` take milliseconds.
+    serialises writes for free. Only checkpoints (every
+    `_sqlite_wal.CHECKPOINT_EVERY` writes) and `forget` take milliseconds.
 
     Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
     checkpoints the WAL and truncates it, so the forgotten text is in neither
@@ -92,7 +98,8 @@ class SqliteStore:
     store on every message, so what another process changed is seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
-    damaged or foreign file raises `StoreCorrupt` and stays byte-identical.
+    damaged or foreign file, or a `-wal` older than the file's last
+    checkpoint (`_sqlite_wal`), raises `StoreCorrupt` and stays byte-identical.
     A row damaged later (text that is not UTF-8, a value of the wrong type)
     costs only that row: reads skip it and report it once by table and row
     id (`_sqlite_rows`), so the conversation goes on without it. No error
@@ -110,6 +117,7 @@ class SqliteStore:
         self._path = path
         self._max = max_entries
         self._db: sqlite3.Connection | None = None
+        self._wal: _sqlite_wal.WalMarker | None = None
         self._vacuum_on_forget = False
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
         self._rows = RowReader(path)
@@ -128,7 +136,7 @@ class SqliteStore:
         except sqlite3.Error as err:
             raise StoreError(f"{self._path} could not be created ({reason(err)})") from err
         _sqlite_check.check_existing(self._path)
-        self._db, self._vacuum_on_forget = _sqlite_file.connect(self._path)
+        self._db, self._vacuum_on_forget, self._wal = _sqlite_file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
         """None also when the session's own row is damaged (a fresh session
@@ -186,8 +194,9 @@ class SqliteStore:
         return [MemoryEntry(*row[1:]) for row in reversed(rows)]
 
     async def forget(self, user: str) -> None:
-        """Delete the user's rows and record a tombstone (pruning ones older than
-        7 days), then flush and truncate the WAL that still held the rows.
+        """Delete the user's rows, mark their pending inbox entries done and
+        record a tombstone (pruning ones older than 7 days), then flush and
+        truncate the WAL that still held the rows.
 
         Sessions have no index on `user` (it would cost a page write per commit),
         so this scans them; forget is rare and the scan takes milliseconds.
@@ -201,11 +210,13 @@ class SqliteStore:
             now = time.time()
             db.execute("DELETE FROM forgotten WHERE at < ?", (now - TOMBSTONE_KEEP,))
             db.execute(_TOMBSTONE, (user_hash(user), now))
+            for key in pending_of(self._pending(db), user, now):
+                _sqlite_inbox.done(db, key, now)
         try:
             if self._vacuum_on_forget:
                 self._conn().execute("VACUUM")
-            busy = self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.Error as err:
+            busy = self._marker().checkpoint(self._conn(), "TRUNCATE")
+        except (sqlite3.Error, OSError) as err:
             raise StoreError(
                 f"{self._path}: forget could not scrub the file ({reason(err)})"
             ) from chained(err)
@@ -236,7 +247,15 @@ class SqliteStore:
     async def inbox_pending(self) -> list[InboxEntry]:
         """A damaged entry (undecodable text, malformed JSON) is skipped and
         reported by its key; it stays in the table, unanswerable."""
-        rows = self._rows_of("inbox", _sqlite_inbox.PENDING, (), _INBOX_COLS)
+        return self._pending(self._conn())
+
+    def _pending(self, db: sqlite3.Connection) -> list[InboxEntry]:
+        try:
+            rows = self._rows.read(
+                db, _sqlite_inbox.PENDING, (), table="inbox", columns=_INBOX_COLS
+            )
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
         found = self._rows.parsed("inbox", rows, lambda row: _sqlite_inbox.entries([row]))
         return [entry for one in found for entry in one]
 
@@ -258,14 +277,16 @@ class SqliteStore:
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None
-        if db is not None:
+        wal, self._wal = self._wal, None
+        if db is not None and wal is not None:
             try:
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as err:
+                wal.checkpoint(db, "TRUNCATE")
+            except (sqlite3.Error, OSError) as err:
                 raise StoreError(
                     f"{self._path}: final checkpoint failed ({reason(err)})"
                 ) from chained(err)
             finally:
+                wal.close()
                 db.close()
 
     def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
@@ -288,12 +309,19 @@ class SqliteStore:
             raise StoreError(f"{self._path} is not open")
         return self._db
 
+    def _marker(self) -> _sqlite_wal.WalMarker:
+        if self._wal is None:
+            raise StoreError(f"{self._path} is not open")
+        return self._wal
+
     @contextmanager
     def _autocommit(self) -> Iterator[sqlite3.Connection]:
         """For writes that are one statement each: each is its own transaction."""
         try:
-            yield self._conn()
-        except sqlite3.Error as err:
+            db = self._conn()
+            yield db
+            self._marker().wrote(db)
+        except (sqlite3.Error, OSError) as err:
             raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
 
     @contextmanager
@@ -303,10 +331,11 @@ class SqliteStore:
             db.execute("BEGIN IMMEDIATE")
             yield db
             db.execute("COMMIT")
+            self._marker().wrote(db)
         except BaseException as err:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            if isinstance(err, sqlite3.Error):
+            if isinstance(err, sqlite3.Error | OSError):
                 raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
             raise
 

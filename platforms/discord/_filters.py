@@ -48,11 +48,18 @@ def encode_address(address: Address) -> str:
 
 def decode_address(text: str) -> Address:
     """The `Address` `encode_address` wrote; ValueError for anything else."""
-    data = json.loads(text)
-    channel, reply_to, thread = data["c"], data.get("r"), bool(data.get("t"))
-    if not isinstance(channel, int) or not (reply_to is None or isinstance(reply_to, int)):
+    # What encode_address writes is short; a long text is refused before
+    # json.loads could recurse through deep nesting.
+    data = json.loads(text) if len(text) <= _ADDRESS_MAX else None
+    if not isinstance(data, dict):
+        raise ValueError("not a discord reply address")
+    channel, reply_to, thread = data.get("c"), data.get("r"), bool(data.get("t"))
+    if type(channel) is not int or not (reply_to is None or type(reply_to) is int):
         raise ValueError("not a discord reply address")
     return Address(channel, reply_to, thread)
+
+
+_ADDRESS_MAX = 200
 
 
 def accept(

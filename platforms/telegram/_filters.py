@@ -102,13 +102,18 @@ def encode_address(chat_id: int, thread_id: int | None, reply_to: int | None) ->
 
 def decode_address(address: str) -> tuple[int, int | None, int | None]:
     """`(chat_id, thread_id, reply_to)`; ValueError for anything else."""
-    data = json.loads(address)
-    chat, thread, reply_to = data["chat"], data.get("thread"), data.get("reply_to")
-    if not isinstance(chat, int) or not all(
-        v is None or isinstance(v, int) for v in (thread, reply_to)
-    ):
+    # What encode_address writes is short; a long text is refused before
+    # json.loads could recurse through deep nesting.
+    data = json.loads(address) if len(address) <= _ADDRESS_MAX else None
+    if not isinstance(data, dict):
+        raise ValueError("not a telegram reply address")
+    chat, thread, reply_to = data.get("chat"), data.get("thread"), data.get("reply_to")
+    if type(chat) is not int or not all(v is None or type(v) is int for v in (thread, reply_to)):
         raise ValueError("not a telegram reply address")
     return chat, thread, reply_to
+
+
+_ADDRESS_MAX = 200
 
 
 def normalise_command(text: str, me: BotIdentity) -> str:

@@ -1,6 +1,7 @@
 """Messages/s and CPU per answered message through discord.py + engine + openai SDK.
 
-Run: `python3 -m tests.bench.bench_discord [--users 20] [--per-user 5]`.
+Run: `python3 -m tests.bench.bench_discord [--users 20] [--per-user 5]` (then
+a second row: one user alone, 10 DMs).
 
 The real stack on one event loop: `FakeDiscord` (gateway + REST) -> discord.py
 `Client` -> `DiscordPlatform` -> `Engine` (SQLite on a temp dir) ->
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import platform
 import statistics
 import tempfile
@@ -104,11 +106,19 @@ def main() -> None:
     parser.add_argument("--per-user", type=int, default=5)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    result = asyncio.run(run(args.users, args.per_user))
-    print(f"python {platform.python_version()} on {platform.machine()}, "
-          f"{args.users} users x {args.per_user} messages (DMs), one event loop")  # fmt: skip
-    for key, value in result.items():
-        print(f"  {key:15} {value:10.1f}")
+    loads = [(args.users, args.per_user), (1, 10)]  # many users, then one user alone
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}; DMs, one event loop\n"
+    )
+    print("| load | messages/s | CPU per answered message | p50 | p95 |")
+    print("|---|---:|---:|---:|---:|")
+    for users, per_user in loads:
+        r = asyncio.run(run(users, per_user))
+        print(
+            f"| {users} users x {per_user} DMs | {r['msgs_per_s']:.1f} "
+            f"| {r['cpu_ms_per_msg']:.1f} ms | {r['p50_ms']:.0f} ms | {r['p95_ms']:.0f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ conversations.
 from __future__ import annotations
 
 import asyncio
+import os
 import platform
 import statistics
 import sys
@@ -74,7 +75,7 @@ async def run(conversations: int, messages_per_conversation: int, db: Path) -> d
 def main() -> None:
     print(
         f"# engine overhead — {platform.processor() or platform.machine()}, "
-        f"Python {sys.version.split()[0]}"
+        f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}"
     )
     print("| concurrent conversations | messages | p50 ms | p99 ms | messages/s | CPU µs/message |")
     print("|---:|---:|---:|---:|---:|---:|")

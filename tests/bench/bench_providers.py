@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import threading
 import time
@@ -158,6 +159,7 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=100, help="text deltas per answer")
     args = parser.parse_args()
     rows = asyncio.run(run(args.requests, args.deltas))
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n")
     print("| path | requests | deltas | p50 total ms | p50 fake ms | p50 added ms | p99 added ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     print("\n".join(rows))

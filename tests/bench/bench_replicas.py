@@ -44,7 +44,7 @@ from tests.bench import bench_store
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.redis_server import redis_url
+from tests.support.redis_server import flush_allowed, redis_url
 from tests.support.sse import Body, Reply
 
 DB = 8
@@ -54,12 +54,14 @@ USERS = 30
 MESSAGES = 5
 CHAT0 = 700_000_000
 ANSWER_CHUNKS = 5
+CHUNK_CHARS = 8
 CHUNK_DELAY = 0.01
 REPLICA_COUNTS = (1, 2, 3)
 
 
 def answer_to(text: str) -> str:
-    return f"re: {text}"
+    """Padded to `ANSWER_CHUNKS` chunks of `CHUNK_CHARS` (the run prints what streamed)."""
+    return f"re: {text}".ljust(ANSWER_CHUNKS * CHUNK_CHARS, ".")
 
 
 def _reply(body: Body) -> str:
@@ -126,6 +128,12 @@ server:
 
 
 def flushdb() -> None:
+    """Empties DB `DB` of the bench's own server; never of one it did not start."""
+    if not flush_allowed():
+        raise SystemExit(
+            "bench_replicas flushes its Redis database: unset CHATBRIDGE_TEST_REDIS_URL so "
+            "it starts a redis-server of its own"
+        )
     with redis.Redis.from_url(REDIS_URL) as client:
         client.flushdb()
 
@@ -151,7 +159,9 @@ async def run_replicas(count: int, users: int, messages: int) -> dict[str, float
     telegram = WatchedTelegram()
     async with telegram, FakeOpenAI() as openai:
         steps = users * messages + users + count
-        openai.script(*[Reply(text=_reply, chunk_chars=8, chunk_delay=CHUNK_DELAY)] * (steps + 50))
+        openai.script(
+            *[Reply(text=_reply, chunk_chars=CHUNK_CHARS, chunk_delay=CHUNK_DELAY)] * (steps + 50)
+        )
         ports = [free_port() for _ in range(count)]
         with tempfile.TemporaryDirectory(prefix="bench_replicas_") as tmp:
             processes = []
@@ -209,6 +219,7 @@ async def run_replicas(count: int, users: int, messages: int) -> dict[str, float
                     if process.returncode:
                         print(err.decode()[-2000:], file=sys.stderr)
         requests = len(openai.requests)
+        deltas = sorted(r.deltas for r in openai.requests)
     flushdb()
     assert codes == [0] * count, codes
     total = users * messages
@@ -219,6 +230,7 @@ async def run_replicas(count: int, users: int, messages: int) -> dict[str, float
         "p99": pct(latencies, 0.99) * 1000,
         "fakes_cpu": (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system),
         "requests": requests,
+        "chunks": f"{deltas[0]}" if deltas[0] == deltas[-1] else f"{deltas[0]}-{deltas[-1]}",
     }
 
 
@@ -226,15 +238,18 @@ async def replicas_table(quick: bool) -> None:
     users, messages = (10, 3) if quick else (USERS, MESSAGES)
     print(
         f"\n{users} conversations x {messages} messages, round-robin over the replicas; "
-        f"fake LLM {ANSWER_CHUNKS} chunks x {CHUNK_DELAY * 1000:.0f} ms\n"
+        f"fake LLM chunks {CHUNK_DELAY * 1000:.0f} ms apart\n"
     )
-    print("| replicas | messages | messages/s | p50 ms | p99 ms | fakes+driver CPU s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| replicas | messages | messages/s | p50 ms | p99 ms | fakes+driver CPU s "
+        "| chunks per answer (streamed) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for count in REPLICA_COUNTS:
         r = await run_replicas(count, users, messages)
         print(
             f"| {count} | {r['msgs']} | {r['rate']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} "
-            f"| {r['fakes_cpu']:.1f} |",
+            f"| {r['fakes_cpu']:.1f} | {r['chunks']} |",
             flush=True,
         )
 
@@ -284,17 +299,22 @@ async def measure_redis(users: int, samples: int, warmup: int = 200) -> dict[str
     await store.open()
     rng = random.Random(users)
     totals, commits, reads, cpu = [], [], [], []
+    trips, counted = bench_store.count_round_trips(), [0, 0]  # commit, ring
     try:
         for n in range(warmup + samples):
             user = bench_store.user_id(rng.randrange(users))
             ex = bench_store.exchange(user, bench_store.NOW + n)
+            before = trips[0]
             c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
             await store.commit_exchange(ex)
             t2 = time.perf_counter_ns()
+            middle = trips[0]
             context = await store.ring(user, since=bench_store.NOW - 3600)
             t3, c3 = time.perf_counter_ns(), time.thread_time_ns()
             assert context[-1].timestamp == bench_store.NOW + n
             if n >= warmup:
+                counted[0] += middle - before
+                counted[1] += trips[0] - middle
                 totals.append((t3 - t1) / 1000)
                 commits.append((t2 - t1) / 1000)
                 reads.append((t3 - t2) / 1000)
@@ -312,15 +332,16 @@ async def measure_redis(users: int, samples: int, warmup: int = 200) -> dict[str
         "commit": sum(commits) / samples,
         "ring": sum(reads) / samples,
         "cpu": sum(cpu) / samples,
+        "trips": f"{counted[0] / samples:g} + {counted[1] / samples:g}",
     }
 
 
 async def store_table(quick: bool) -> None:
     print(
         "\n| backend | users | exchanges | mean µs | p50 µs | p99 µs "
-        "| commit mean µs | ring mean µs | CPU mean µs | setup s |"
+        "| commit mean µs | ring mean µs | CPU mean µs | setup s | round trips (commit + ring) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     samples = 200 if quick else 2000
     for users in bench_store.USER_COUNTS:
         for backend in ("sqlite", "redis"):
@@ -331,7 +352,7 @@ async def store_table(quick: bool) -> None:
             print(
                 f"| {backend} | {users:,} | {r['samples']} | {r['mean']:,.0f} | {r['p50']:,.0f} "
                 f"| {r['p99']:,.0f} | {r['commit']:,.0f} | {r['ring']:,.0f} "
-                f"| {r['cpu']:,.0f} | {r['setup_s']:.1f} |",
+                f"| {r['cpu']:,.0f} | {r['setup_s']:.1f} | {r.get('trips', '–')} |",
                 flush=True,
             )
 

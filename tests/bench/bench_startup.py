@@ -1,15 +1,23 @@
-"""Start-up time: `chatbridge run` from process start to its first Telegram poll.
+"""Start-up time: `chatbridge run` from process start to its first Telegram
+poll, and to its first answer (provider SDK import included).
 
     python -m tests.bench.bench_startup [runs]
 
 Runs the real console entry point (`python -m chatbridge run`) against the
-fake Bot API and reports how long each run took until the fake saw the first
-`getUpdates`, plus which heavy modules importing the engine loads.
+fake Bot API and the fake OpenAI, with one message already waiting in
+Telegram when the process starts. Two figures per run: until the fake saw
+the first `getUpdates` (the bot is receiving), and until that message's
+answer is in the chat — for `openai` that includes importing the openai SDK
+(deferred until the platforms are up, or until the first request needs it)
+and the request itself; `debug` imports no SDK. Runs of the two providers
+alternate, so both meet the same machine. Also prints which heavy modules
+importing the engine loads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -18,44 +26,51 @@ import time
 from pathlib import Path
 
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
+from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 
+USER = 579304651
 CONFIG = """
 platforms:
   telegram: {{enabled: true, token: "{token}", base_url: "{base_url}"}}
 memory: {{path: "{db}"}}
 server: {{port: {port}}}
+access: {{allow: [telegram:{user}]}}
 providers:
   main: {provider}
 """
 PROVIDERS = {
-    "debug": "{type: debug}",
-    "openai": '{type: openai, model: gpt-test, api_key: sk-test, base_url: "http://127.0.0.1:9/v1"}',
+    "debug": "{{type: debug}}",
+    "openai": '{{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai}"}}',
 }
 
 
-async def one_run(fake: FakeTelegram, workdir: Path, provider: str) -> float:
-    config = workdir / "chatbridge.yaml"
+async def one_run(
+    telegram: FakeTelegram, openai: FakeOpenAI, workdir: Path, provider: str, n: int
+) -> tuple[float, float]:
+    config = workdir / f"chatbridge-{provider}-{n}.yaml"
     config.write_text(
         CONFIG.format(
-            token=fake.token,
-            base_url=fake.base_url,
-            db=workdir / "s.db",
-            port=free_port(),
-            provider=PROVIDERS[provider],
+            token=telegram.token, base_url=telegram.base_url, db=workdir / f"s{n}-{provider}.db",
+            port=free_port(), user=USER,
+            provider=PROVIDERS[provider].format(openai=openai.base_url),
         )
-    )
-    polls_before = len(fake.calls_to("getUpdates"))
+    )  # fmt: skip
+    chat = USER + n + (0 if provider == "debug" else 10_000)  # a fresh chat each run
+    telegram.push_text(chat, USER, f"Wo ist das Paket {n}?")
+    polls = len(telegram.calls_to("getUpdates"))
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         *CHATBRIDGE, "run", "--config", str(config), env=clean_env(),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) > polls_before, within=30)
-    elapsed = time.perf_counter() - started
+    await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, within=60)
+    polled = time.perf_counter() - started
+    await telegram.wait_for(lambda: bool(telegram.bot_texts(chat)), within=60)
+    answered = time.perf_counter() - started
     process.terminate()
     await process.wait()
-    return elapsed
+    return polled, answered
 
 
 def engine_imports() -> list[str]:
@@ -68,18 +83,28 @@ def engine_imports() -> list[str]:
     return out.stdout.split()
 
 
+def _summary(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
+
+
 async def main(runs: int) -> None:
-    print(f"chatbridge run -> first getUpdates, {runs} runs each:")
-    for provider in PROVIDERS:
-        async with FakeTelegram() as fake:
-            with tempfile.TemporaryDirectory() as tmp:
-                times = [await one_run(fake, Path(tmp), provider) for _ in range(runs)]
-        print(
-            f"  provider {provider:6}: median {statistics.median(times):.3f} s, "
-            f"min {min(times):.3f} s, max {max(times):.3f} s"
-        )
-    print(f"  heavy modules loaded by importing the engine: {engine_imports() or 'none'}")
+    times: dict[str, list[tuple[float, float]]] = {p: [] for p in PROVIDERS}
+    async with FakeTelegram() as telegram, FakeOpenAI(default_text="Mittwoch.") as openai:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in range(runs):
+                for provider in PROVIDERS if n % 2 == 0 else reversed(PROVIDERS):
+                    times[provider].append(await one_run(telegram, openai, Path(tmp), provider, n))
+    print(
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {runs} runs per "
+        "provider, alternating; median (min–max)\n"
+    )
+    print("| provider | process start -> first getUpdates | -> first answer in the chat |")
+    print("|---|---:|---:|")
+    for provider, pairs in times.items():
+        polled, answered = [p for p, _ in pairs], [a for _, a in pairs]
+        print(f"| {provider} | {_summary(polled)} | {_summary(answered)} |")
+    print(f"\nheavy modules loaded by importing the engine: {engine_imports() or 'none'}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5))
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 7))

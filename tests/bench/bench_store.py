@@ -18,8 +18,9 @@ so it is O(total size) per write and gets few samples at large sizes.
 The inbox table alternates plain exchanges (`commit_exchange`, no inbox
 entry) with inboxed ones (`inbox_add`, then `commit_exchange` with that
 `inbox_key`) over 1,000 users, the SQLite inbox holding an hour of done
-markers; "writes" are write transactions (SQLite, counted) or round trips
-(Redis), "WAL pages" the frames SQLite appended per message (counted with
+markers; "writes" are write transactions (SQLite) or round trips (Redis:
+calls of redis-py's `send_packed_command`), both counted while the timed
+loop runs; "WAL pages" the frames SQLite appended per message (counted with
 `PRAGMA wal_checkpoint` over a separate run of each kind). Redis rows need the
 server the bench starts itself (tests.support.redis_server) and are skipped without redis-server.
 """
@@ -185,6 +186,26 @@ async def measure(backend: str, users: int, samples: int) -> dict[str, float]:
     }
 
 
+def bare_transaction_us(runs: int = 2000) -> float:
+    """Median of one-row INSERT transactions on a fresh WAL file with
+    `synchronous=NORMAL`: the floor under every SQLite commit."""
+    with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
+        db = sqlite3.connect(Path(tmp) / "floor.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("CREATE TABLE t(v TEXT)")
+        times = []
+        for i in range(runs):
+            t = time.perf_counter_ns()
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO t VALUES (?)", (f"row {i}",))
+            db.execute("COMMIT")
+            times.append((time.perf_counter_ns() - t) / 1000)
+        db.close()
+    times.sort()
+    return times[len(times) // 2]
+
+
 def calibration_us() -> float:
     """sum(range(1000)), best of 5 x 2000: ~8-10 µs on a current laptop core."""
     best = float("inf")
@@ -239,6 +260,29 @@ def count_writes(store: SqliteStore) -> list[int]:
     return counter
 
 
+_ROUND_TRIPS: list[int] = []
+
+
+def count_round_trips() -> list[int]:
+    """A counter of Redis round trips (one list, the same on every call):
+    redis-py writes each command, and each whole pipeline (MULTI ... EXEC),
+    with one `send_packed_command` and then waits for the replies; so a call
+    of it is one round trip."""
+    if _ROUND_TRIPS:
+        return _ROUND_TRIPS
+    from redis.asyncio.connection import AbstractConnection
+
+    _ROUND_TRIPS.append(0)
+    send = AbstractConnection.send_packed_command
+
+    async def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        _ROUND_TRIPS[0] += 1
+        await send(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    return _ROUND_TRIPS
+
+
 async def wal_pages(store: SqliteStore, users: int, inboxed: bool, n: int) -> float:
     """WAL frames appended per message over `n` messages of one kind."""
     db = store._conn()
@@ -276,7 +320,8 @@ async def measure_inbox(backend: str, samples: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
         store = await open_inbox_store(backend, Path(tmp), users)
         try:
-            counter = count_writes(store) if isinstance(store, SqliteStore) else [0]
+            sqlite = isinstance(store, SqliteStore)
+            counter = count_writes(store) if sqlite else count_round_trips()
             writes = {True: 0, False: 0}
             warmup = 200
             for n in range(2 * (warmup + samples)):
@@ -318,8 +363,8 @@ async def measure_inbox(backend: str, samples: int) -> dict[str, float]:
         "add": mean(adds),
         "commit_done": mean(commits_done),
         "commit_plain": mean(commits_plain),
-        "writes_plain": writes[False] / samples if isinstance(store, SqliteStore) else 2,
-        "writes_inbox": writes[True] / samples if isinstance(store, SqliteStore) else 3,
+        "writes_plain": writes[False] / samples,
+        "writes_inbox": writes[True] / samples,
         "pages_plain": pages[0],
         "pages_inbox": pages[1],
     }
@@ -365,7 +410,8 @@ async def main(quick: bool, inbox_only: bool = False) -> None:
     print(
         f"calibration: sum(range(1000)) = {calibration_us():.1f} µs; "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sqlite "
-        f"{sqlite3.sqlite_version}\n"
+        f"{sqlite3.sqlite_version}; a bare one-row transaction (WAL, synchronous=NORMAL) "
+        f"{bare_transaction_us():.0f} µs p50\n"
     )
     if not inbox_only:
         await exchange_table(quick)

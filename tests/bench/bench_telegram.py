@@ -13,7 +13,9 @@ Per message: end to end = push -> final text stored by the fake Bot API;
 fake LLM = the OpenAI fake's `server_seconds`; added = end to end - fake LLM;
 push -> engine = push -> `engine.handle` entered (long-poll pickup, PTB's
 parsing and dispatch). Each row runs a fresh stack, with PTB's rate limiter
-as the adapter configures it ("on") and removed ("off", a diagnostic only).
+as the adapter configures it ("on") and removed ("off", a diagnostic only);
+per load the two run back to back in alternating order (on, off, off, on for
+`--repeats 2`), so they meet the same machine.
 
 The fakes and the driver run on their own event loop in a daemon thread (the
 "outside world"), the bot on the main loop; both share one GIL, so absolute
@@ -340,19 +342,23 @@ def ms(values: list[float], q: int = 50) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000
 
 
-async def run(scale: float, ttft: float, same_loop: bool) -> list[dict[str, Any]]:
+async def run(scale: float, ttft: float, same_loop: bool, repeats: int) -> list[dict[str, Any]]:
+    """Per load, limiter on and off back to back, the order alternating
+    (on, off, off, on, ...) so both meet the same machine; `repeats` pairs."""
     outside = Outside(same_loop=same_loop)
     results = []
     try:
-        for limiter in (True, False):
-            for concurrency, planned in PLAN:
-                chats = max(concurrency, round(planned * scale))
-                with tempfile.TemporaryDirectory() as tmp:
-                    db = Path(tmp) / "bench.db"
-                    row = await scenario(
-                        outside, concurrency, chats, PER_CHAT, limiter=limiter, ttft=ttft, db=db
-                    )
-                results.append(row)
+        for concurrency, planned in PLAN:
+            chats = max(concurrency, round(planned * scale))
+            for repeat in range(repeats):
+                for limiter in (True, False) if repeat % 2 == 0 else (False, True):
+                    with tempfile.TemporaryDirectory() as tmp:
+                        db = Path(tmp) / "bench.db"
+                        row = await scenario(
+                            outside, concurrency, chats, PER_CHAT, limiter=limiter, ttft=ttft,
+                            db=db,
+                        )  # fmt: skip
+                    results.append(row | {"run": len(results) + 1})
     finally:
         outside.close()
     return results
@@ -360,13 +366,14 @@ async def run(scale: float, ttft: float, same_loop: bool) -> list[dict[str, Any]
 
 def print_tables(results: list[dict[str, Any]]) -> None:
     print(
-        "| concurrent chats | PTB rate limiter | msgs | msgs/s | p50 e2e ms | p99 e2e ms "
+        "| run | concurrent chats | PTB rate limiter | msgs | msgs/s | p50 e2e ms | p99 e2e ms "
         "| p50 fake LLM ms | p50 added ms | p99 added ms |"
     )
-    print("|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
-            f"| {r['concurrency']} | {r['limiter']} | {r['messages']} | {r['msgs_per_s']:.1f} "
+            f"| {r['run']} | {r['concurrency']} | {r['limiter']} | {r['messages']} "
+            f"| {r['msgs_per_s']:.1f} "
             f"| {ms(r['total']):.1f} | {ms(r['total'], 99):.1f} | {ms(r['fake_llm']):.1f} "
             f"| {ms(r['added']):.1f} | {ms(r['added'], 99):.1f} |"
         )
@@ -405,12 +412,13 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies chats per row")
     parser.add_argument("--ttft", type=float, default=0.0, help="fake LLM's first-delta delay, s")
     parser.add_argument("--same-loop", action="store_true", help="fakes on the bot's loop")
+    parser.add_argument("--repeats", type=int, default=2, help="on/off pairs per load")
     args = parser.parse_args()
     # A typing action cancelled mid-request makes the fake log a reset connection.
     resets = ResetCounter()
     logging.getLogger("aiohttp.server").addFilter(resets)
     started = time.perf_counter()
-    results = asyncio.run(run(args.scale, args.ttft, args.same_loop))
+    results = asyncio.run(run(args.scale, args.ttft, args.same_loop, args.repeats))
     layout = "one event loop" if args.same_loop else "fakes + driver on a second loop/thread"
     print(
         f"# FakeTelegram -> PTB {ptb.__version__} -> engine -> openai {openai.__version__} "
@@ -420,6 +428,7 @@ def main() -> None:
     print(
         f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {sys.version.split()[0]} ({platform.system()}); "
+        f"load average {os.getloadavg()[0]:.2f} at the end; "
         f"{resets.count} requests reset by the client; "
         f"total runtime {time.perf_counter() - started:.0f} s"
     )

@@ -13,7 +13,7 @@ import pytest
 from chatbridge.core.delivery import StreamingReply, split_message
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
-from tests.support.fakes import RecordingOutbox, ScriptedProvider
+from tests.support.fakes import RecordingOutbox, ScriptedProvider, VirtualClock
 from tests.support.testbot import make_testbot
 
 
@@ -71,69 +71,68 @@ class TimedOutbox(RecordingOutbox):
         self.at.append(("edit", message, self.clock()))
 
 
-def _gaps_per_message(at: list[tuple[str, str, float]]) -> list[float]:
-    last: dict[str, float] = {}
-    gaps = []
-    for _, ref, moment in at:
-        if ref in last:
-            gaps.append(moment - last[ref])
-        last[ref] = moment
-    return gaps
+def _paced(outbox: RecordingOutbox, clock: VirtualClock) -> StreamingReply:
+    return StreamingReply(outbox, monotonic=clock.monotonic, sleep=clock.sleep)
+
+
+def _parts(n: int) -> str:
+    return " ".join(f"part{i}" for i in range(n))
+
+
+# Steps and intervals are exact in binary, so virtual times compare exactly.
+STEP, INTERVAL = 0.03125, 0.0625
 
 
 async def test_streaming_edits_are_throttled() -> None:
-    interval = 0.05
-    outbox = TimedOutbox(edit_interval=interval)
-    reply = StreamingReply(outbox)
-    started = time.monotonic()
-    for i in range(10):
+    clock = VirtualClock()
+    t0 = clock.now
+    outbox = TimedOutbox(clock=clock.monotonic, edit_interval=INTERVAL)
+    reply = _paced(outbox, clock)
+    for i in range(10):  # a delta every half interval
         await reply.push(f"part{i} ")
-        await asyncio.sleep(0.02)  # 10 deltas over 0.2 s
-    assert outbox.messages, "nothing was shown while streaming"
-    progress_edits = len(outbox.messages[0].edits)
+        await clock.advance(STEP)
     await reply.finish()
-    first_send = outbox.at[0]
-    assert first_send[0] == "send"
-    assert first_send[2] - started >= interval - 0.002, "first message posted too early"
-    assert 1 <= progress_edits <= 4  # 0.2 s at one edit per 0.05 s after the first send
-    gaps = _gaps_per_message(outbox.at)
-    assert gaps, "the final text was never edited in"
-    assert min(gaps) >= interval - 0.002, gaps  # the final edit included
-    assert len(outbox.messages) == 1
-    assert outbox.last == " ".join(f"part{i}" for i in range(10))
+    # First message one interval after the first text, then one edit per
+    # interval, each with the text pushed so far; the final text was already
+    # shown, so finishing adds no call.
+    assert outbox.at == [
+        ("send", "1", t0 + 2 * STEP),
+        ("edit", "1", t0 + 4 * STEP),
+        ("edit", "1", t0 + 6 * STEP),
+        ("edit", "1", t0 + 8 * STEP),
+        ("edit", "1", t0 + 10 * STEP),
+    ]
+    assert [text for _, _, text in outbox.calls] == [_parts(n) for n in (2, 4, 6, 8, 10)]
 
 
 async def test_a_quick_answer_is_one_send_and_no_edit() -> None:
+    clock = VirtualClock()
     outbox = RecordingOutbox(edit_interval=1.0)
-    reply = StreamingReply(outbox)
+    reply = _paced(outbox, clock)
     for word in ("Das ", "Paket ", "kommt ", "Mittwoch."):
         await reply.push(word)
-        await asyncio.sleep(0.005)  # well inside the first edit interval
+        await clock.advance(0.0078125)  # well inside the first edit interval
     await reply.finish()
     assert outbox.calls == [("send", "1", "Das Paket kommt Mittwoch.")]
 
 
 async def test_the_final_edit_waits_out_the_edit_interval() -> None:
-    now = [8.0]
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    interval = 0.0625  # real seconds for the first-post pause; exact in binary
-    outbox = TimedOutbox(clock=lambda: now[0], edit_interval=interval)
-    reply = StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep)
+    clock = VirtualClock()
+    t0 = clock.now
+    outbox = TimedOutbox(clock=clock.monotonic, edit_interval=INTERVAL)
+    reply = _paced(outbox, clock)
     await reply.push("Das Paket ")
-    await asyncio.sleep(interval * 2)  # the progress task posts the first message
+    await clock.advance(INTERVAL)  # the progress task posts the first message
     assert outbox.calls == [("send", "1", "Das Paket")]
     await reply.push("kommt am Mittwoch.")
-    now[0] += 0.03125  # only half the interval has passed since that send
-    await reply.finish()
+    await clock.advance(STEP)  # only half the interval has passed since that send
+    finishing = asyncio.ensure_future(reply.finish())
+    await clock.settle()
+    assert not finishing.done(), "the final edit did not wait for the interval"
+    await clock.advance(STEP)
+    await finishing
+    assert outbox.at == [("send", "1", t0 + INTERVAL), ("edit", "1", t0 + 2 * INTERVAL)]
     assert outbox.calls[-1] == ("edit", "1", "Das Paket kommt am Mittwoch.")
-    assert slept == [0.03125]
-    (send, edit) = outbox.at
-    assert edit[2] - send[2] >= interval
 
 
 async def test_final_delivery_honours_retry_after() -> None:
@@ -162,9 +161,16 @@ async def test_a_slow_platform_does_not_hold_up_the_stream() -> None:
 
     outbox = SlowOutbox(edit_interval=0.0)
     reply = StreamingReply(outbox)
-    for i in range(50):
-        await asyncio.wait_for(reply.push(f"w{i} "), 0.1)
-        await asyncio.sleep(0)
+
+    async def stream() -> None:
+        for i in range(50):
+            await reply.push(f"w{i} ")
+
+    # All 50 pushes return while the platform still holds the first call.
+    pushing = asyncio.ensure_future(stream())
+    await VirtualClock().settle()
+    assert pushing.done(), "push waited for the platform"
+    assert outbox.calls == []
     release.set()
     await reply.finish()
     assert len(outbox.messages) == 1
@@ -182,29 +188,26 @@ async def test_streaming_past_the_limit_continues_in_a_new_message() -> None:
 
 
 async def test_flood_control_during_streaming_holds_every_later_call() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    outbox = TimedOutbox(clock=lambda: now[0], edit_interval=0.0)
-    reply = StreamingReply(outbox, monotonic=lambda: now[0], sleep=sleep)
+    clock = VirtualClock()
+    t0 = clock.now
+    outbox = TimedOutbox(clock=clock.monotonic, edit_interval=0.0)
+    reply = _paced(outbox, clock)
     outbox.floods = [3.0]
     await reply.push("first ")
-    for _ in range(3):
-        await asyncio.sleep(0)  # the progress send runs into flood control
+    await clock.settle()  # the progress send runs into flood control
     assert outbox.messages == []
     assert outbox.floods == [], "the progress call never reached the platform"
-    await reply.push("second ")  # inside the flood window: no call attempted
-    await asyncio.sleep(0)
+    await reply.push("second ")
+    await clock.advance(2.5)  # inside the flood window: no call attempted
     assert outbox.calls == []
     outbox.floods = [2.0]
-    await reply.finish()
-    # The final call waits out the first flood (3 s), then the second one (2 s).
-    assert slept == [3.0, 2.0]
-    assert outbox.at == [("send", "1", 5.0)]
+    finishing = asyncio.ensure_future(reply.finish())
+    await clock.advance(0.5)  # the first flood is over: the final send meets a second one
+    assert outbox.floods == []
+    assert outbox.calls == []
+    await clock.advance(2.0)
+    await finishing
+    assert outbox.at == [("send", "1", t0 + 5.0)]
     assert outbox.last == "first second"
 
 
@@ -227,16 +230,20 @@ async def test_a_pause_in_the_stream_still_shows_the_latest_text() -> None:
             await release.wait()
             return await super().send(text)
 
-    outbox = SlowOutbox(edit_interval=0.05)
-    reply = StreamingReply(outbox)
+    clock = VirtualClock()
+    outbox = SlowOutbox(edit_interval=INTERVAL)
+    reply = _paced(outbox, clock)
     await reply.push("Das Paket ")
-    await asyncio.sleep(0.01)  # the first progress call is held by the platform
+    await clock.advance(INTERVAL)  # the first progress call is held by the platform
     await reply.push("kommt am Mittwoch.")  # the model then pauses
     release.set()
-    await asyncio.sleep(0.5)  # no more deltas, no finish yet
+    await clock.settle()
+    assert outbox.calls == [("send", "1", "Das Paket")]
+    await clock.advance(INTERVAL)  # no more deltas, no finish yet
     assert outbox.last == "Das Paket kommt am Mittwoch."
     await reply.finish()
-    assert outbox.last == "Das Paket kommt am Mittwoch."
+    assert outbox.calls[-1] == ("edit", "1", "Das Paket kommt am Mittwoch.")
+    assert len(outbox.calls) == 2
 
 
 @pytest.mark.parametrize("limit", [1, 2, 8, 16, 63, 64, 65, 100])
@@ -281,9 +288,16 @@ async def test_an_answer_the_platform_will_not_take_gets_one_notice(tmp_path: Pa
     outbox = RejectingOutbox()
     message = IncomingMessage(Conversation("telegram", "1", "1"), "Frage", event_id="9")
     await bot.engine.handle(message, outbox)
-    assert outbox.attempts == ["Antwort", bot.engine.settings.say("undelivered")]
+    assert outbox.attempts == ["Antwort", UNDELIVERED_DE]
     assert await bot.engine.store.ring("telegram:1", since=0.0) == []
     await bot.engine.store.aclose()
+
+
+# The notice as a user reads it (the bot's default language is German).
+UNDELIVERED_DE = (
+    "Entschuldige, der Chatdienst hat meine Antwort nicht angenommen (Ratenlimit "
+    "oder Ablehnung); bitte frag gleich noch einmal."
+)
 
 
 class RejectingOutbox(RecordingOutbox):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
 from tests.platforms.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.testbot import ALICE, make_testbot
 
 
 async def test_private_message_reaches_engine_and_echo_is_sent(
@@ -72,7 +75,9 @@ async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram)
     await second.start()
     try:
         await fake.wait_for(lambda: len(engine.handled) == 5)
-        await asyncio.sleep(0.7)  # a long-poll round: a re-delivery would show up now
+        # A poll asked after the last update was taken: a re-delivery would come with it.
+        polls = len(fake.calls_to("getUpdates"))
+        await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) >= polls + 2, within=30)
     finally:
         await second.aclose()
     assert [m.event_id for m in engine.handled] == [str(i) for i in ids]
@@ -107,7 +112,10 @@ async def test_updates_fetched_before_stop_are_answered_not_redelivered(
 
     again = _platform(fake, engine)
     await again.start()
-    await asyncio.sleep(0.7)
+    # Its first poll is answered and a second one asked: whatever Telegram
+    # still had for it would have come with the first.
+    polls = len(fake.calls_to("getUpdates"))
+    await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) >= polls + 2, within=30)
     await again.aclose()
     assert len(engine.handled) == 3
 
@@ -148,3 +156,45 @@ def _platform(fake: FakeTelegram, engine: StandInEngine) -> TelegramPlatform:
     )
     engine.attach(platform.name, platform.outbox)
     return platform
+
+
+async def test_an_update_the_inbox_could_not_take_is_not_acknowledged(
+    fake: FakeTelegram, launch: Launch, tmp_path: Path
+) -> None:
+    """The real engine on SQLite whose inbox refuses writes (as a full disk
+    would): the offset stays on the update, Telegram serves it again, and
+    once the store works it is answered, once."""
+    bot = await make_testbot(tmp_path)
+    _sql(tmp_path / "bot.db", "CREATE TRIGGER inbox_full BEFORE INSERT ON inbox "
+         "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")  # fmt: skip
+    try:
+        await launch(engine=bot.engine)
+        update_id = fake.push_text(int(ALICE), int(ALICE), "keep me")
+        await fake.wait_for(lambda: fake.served.count(update_id) >= 2, within=30)
+        offsets = [c.params.get("offset") for c in fake.calls_to("getUpdates")]
+        assert update_id + 1 not in offsets, "the offset moved past an update not stored"
+        assert fake.bot_texts(int(ALICE)) == []
+        assert bot.provider.prompts == []
+
+        _sql(tmp_path / "bot.db", "DROP TRIGGER inbox_full")
+        await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) == ["echo: keep me"], within=30)
+        # Acknowledged now; a poll after that shows nothing came twice.
+        await fake.wait_for(
+            lambda: any(
+                c.params.get("offset") == update_id + 1 for c in fake.calls_to("getUpdates")
+            ),
+            within=30,
+        )
+        await bot.engine.drain(5.0)  # every answer in flight is out
+        assert fake.bot_texts(int(ALICE)) == ["echo: keep me"]
+        assert len(bot.provider.prompts) == 1
+    finally:
+        await bot.engine.store.aclose()
+
+
+def _sql(path: Path, statement: str) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute(statement)
+    finally:
+        db.close()

@@ -1,14 +1,12 @@
 """Pytest plugin for the reliability table: `-p tests.reliability.plugin`.
 
 `tally_outcomes` counts, for the test files in `CATEGORIES`, each passed test
-as one fault injected (or one check passed) of its kind, and each failure into
-the section its category names: a failed secret test is a secret found, a
-failed privacy test a leak found, and any other failure that is not an
-assertion (an exception escaped) an unhandled exception. Assertion failures
-of fault tests are left to pytest's own report. An xfail whose reason says
-FINDING (or any xfail in a secret or leak category) is a known, reported
-finding and is counted where its failure would be; other xfails of fault tests
-are documented limitations, counted beside the kind.
+as one fault injected (or one check passed) of its kind, and each failure as
+a finding in the section its category names: a failed secret test is a
+secret found, a failed privacy test a leak found; in a fault or fuzz test an
+assertion failure is a wrong result and any other exception an unhandled
+exception. An xfail is a failure known in advance: counted as a finding of
+its kind, marked "(known, xfail)", never as a fault injected.
 
 The table is printed at the end of the run when CHATBRIDGE_RELIABILITY_TABLE=1
 (see `python -m tests.reliability`); nothing is written to a file. Loaded as a
@@ -97,22 +95,19 @@ def tally_outcomes(item: pytest.Item, report: pytest.TestReport, excinfo: object
     if report.when == "call" and report.passed and category.section is not None:
         tally.add(category.section, category.kind)
         return
-    if report.skipped and hasattr(report, "wasxfail"):
-        if "FINDING" in str(report.wasxfail) or category.failures != "unhandled exceptions":
-            tally.add(category.failures, f"{category.kind}: {item.name} (known, xfail)")
-        elif category.section is not None:  # a documented limitation, not an exception
-            tally.add(category.section, f"{category.kind} (known limitation, xfail)")
+    xfail = report.skipped and hasattr(report, "wasxfail")
+    if not (report.failed or xfail):
         return
-    if not report.failed:
+    known = " (known, xfail)" if xfail else ""
+    if category.failures != "unhandled exceptions":
+        tally.add(category.failures, f"{category.kind}: {item.name}{known}")
         return
-    if category.failures == "unhandled exceptions":
-        exc = getattr(excinfo, "value", None)
-        if isinstance(exc, AssertionError):
-            return  # a wrong result, not an exception escaping: pytest reports it
+    exc = getattr(excinfo, "value", None)
+    if isinstance(exc, AssertionError):  # the fault gave a wrong result
+        tally.add("wrong results", f"{category.kind}: {item.name}{known}")
+    else:  # an exception escaped (or a strict xfail passed: exc is None)
         name = type(exc).__name__ if exc is not None else "error"
-        tally.add("unhandled exceptions", f"{category.kind}: {name}")
-    else:
-        tally.add(category.failures, category.kind)
+        tally.add("unhandled exceptions", f"{category.kind}: {name}{known}")
 
 
 @pytest.hookimpl(wrapper=True)

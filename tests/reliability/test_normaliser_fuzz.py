@@ -5,7 +5,9 @@ Telegram `accept` on every update the SDK's `Update.de_json` accepted (what
 the SDK rejects, the adapter drops in `_receive`); Slack `to_message` on any
 event dict; Discord `accept` on every `discord.Message` the SDK could build
 from a random payload; the Telegram webhook and Slack's `/slack/events` on
-random bodies (never a 500). Every generated input is counted in the tally.
+random bodies (never a 500); each platform's reply-address decoder on any
+text (decoded, or ValueError). Every generated input is counted in the tally,
+under the platform whose code it reached.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from chatbridge.platforms import slack as slack_platform
 from chatbridge.platforms import telegram as telegram_platform
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.platforms.telegram import SECRET_HEADER, WebhookReceiver
+from chatbridge.platforms.telegram import _filters as telegram_filters
 from tests.support import tally
 from tests.support.fake_slack import BOT_TOKEN, FakeSlack
 
@@ -180,11 +183,12 @@ tg_well_typed_update = shaped({}, {
 def test_telegram_accept_never_raises_on_well_typed_text(
     tg_bot: telegram.Bot, data: dict[str, Any]
 ) -> None:
-    tally.add("inputs fuzzed", "telegram update JSON (text a str without surrogates)")
+    row = "telegram update JSON (text a str without surrogates)"
+    tally.add("inputs fuzzed", row)
     try:
         update = telegram.Update.de_json(data, tg_bot)
     except Exception:
-        tally.add("inputs fuzzed", "telegram update JSON (SDK rejected, adapter drops)")
+        tally.add_part("inputs fuzzed", row, "SDK rejected (the adapter drops those)")
         return
     accepted = telegram_platform.accept(update, TG_ME)
     if accepted is not None:
@@ -203,11 +207,12 @@ def test_telegram_accept_never_raises_on_well_typed_text(
     },
 })  # fmt: skip
 def test_telegram_accept_never_raises(tg_bot: telegram.Bot, data: dict[str, Any]) -> None:
-    tally.add("inputs fuzzed", "telegram update JSON, any shape")
+    row = "telegram update JSON, any shape"
+    tally.add("inputs fuzzed", row)
     try:
         update = telegram.Update.de_json(data, tg_bot)
     except Exception:
-        tally.add("inputs fuzzed", "telegram update JSON (SDK rejected, adapter drops)")
+        tally.add_part("inputs fuzzed", row, "SDK rejected (the adapter drops those)")
         return
     accepted = telegram_platform.accept(update, TG_ME)
     if accepted is not None:
@@ -329,12 +334,13 @@ def test_discord_accept_never_raises(
     discord_world: _DiscordWorld, data: dict[str, Any], which: int, active: bool,
     per_mention: bool,
 ) -> None:  # fmt: skip
-    tally.add("inputs fuzzed", "discord message payloads")
+    row = "discord message payloads"
+    tally.add("inputs fuzzed", row)
     channel = discord_world.channels[which]
     try:
         message = discord.Message(state=discord_world.state, channel=channel, data=_raw(data))
     except Exception:
-        tally.add("inputs fuzzed", "discord message payloads (SDK rejected)")
+        tally.add_part("inputs fuzzed", row, "SDK rejected (discord.py builds no Message)")
         return
     result = discord_platform.accept(
         message, DISCORD_ME, active_threads={60} if active else (), thread_per_mention=per_mention
@@ -345,15 +351,40 @@ def test_discord_accept_never_raises(
         discord_platform.decode_address(result.reply_address)
 
 
+address_text = st.one_of(
+    any_text,
+    junk.map(json.dumps),
+    st.dictionaries(st.sampled_from(["c", "r", "t", "chat", "thread", "reply_to"]), junk,
+                    max_size=4).map(json.dumps),
+    st.builds("|".join, st.lists(chunk, max_size=4)),
+    st.integers(1, 5000).map(lambda n: "[" * n),  # deep nesting
+)  # fmt: skip
+DECODERS = {
+    "telegram": telegram_filters.decode_address,
+    "discord": discord_platform.decode_address,
+    "slack": slack_platform.Address.decode,
+}
+
+
 @FUZZ
-@given(text=any_text)
-def test_discord_address_decoding_raises_only_value_error(text: str) -> None:
-    tally.add("inputs fuzzed", "reply addresses (discord, slack, telegram)")
-    for decode in (discord_platform.decode_address, slack_platform.Address.decode):
-        try:
-            decode(text)
-        except (ValueError, KeyError, TypeError):
-            pass  # json.JSONDecodeError is a ValueError
+@given(text=address_text, platform=st.sampled_from(sorted(DECODERS)))
+def test_reply_address_decoders_raise_only_value_error(text: str, platform: str) -> None:
+    """What a damaged inbox row could hold: decoded, or refused with ValueError."""
+    tally.add("inputs fuzzed", f"reply addresses ({platform})")
+    try:
+        DECODERS[platform](text)
+    except ValueError:
+        pass  # json.JSONDecodeError is a ValueError; anything else fails the test
+
+
+@FUZZ
+@given(chat=huge_int, thread=st.one_of(st.none(), huge_int), reply=st.one_of(st.none(), huge_int))
+def test_reply_addresses_round_trip(chat: int, thread: int | None, reply: int | None) -> None:
+    tally.add("inputs fuzzed", "reply addresses (encode, decode)")
+    encoded = telegram_filters.encode_address(chat, thread, reply)
+    assert telegram_filters.decode_address(encoded) == (chat, thread, reply)
+    address = discord_platform.Address(chat, reply, thread is not None)
+    assert discord_platform.decode_address(discord_platform.encode_address(address)) == address
 
 
 # -- webhook bodies ---------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Store faults: a -wal that is not the store's own, damaged rows, a full disk.
+"""Store faults: a -wal that is not the store's own (another file's, another
+store's, or an older one of its own), damaged rows, a full disk.
 
 A refused open names the file in one sentence, quotes no stored text and
 leaves every file beside the store byte-identical (sha256 before/after).
@@ -10,18 +11,16 @@ import shutil
 import sqlite3
 import struct
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from chatbridge.core.store import JsonStore, SqliteStore, StoreCorrupt, StoreError
+from chatbridge.core.store import JsonStore, SqliteStore, StoreCorrupt, StoreError, _sqlite_wal
 from chatbridge.core.store._sqlite_check import wal_problem
 from tests.core.store.helpers import exchange, opened, snapshot, store_path
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
-_INSERT = """INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name,
-    workdir, scope) VALUES (?, 1.0, ?, 's', 'n', '/', 'private')"""
 
 
 async def _store(path: Path, tag: str, n: int = 5) -> None:
@@ -31,20 +30,16 @@ async def _store(path: Path, tag: str, n: int = 5) -> None:
     await store.aclose()
 
 
-def _hot_wal(path: Path, tag: str, *, rows: int = 3) -> tuple[bytes, bytes]:
-    """db and -wal bytes as a process killed with `rows` uncheckpointed inserts leaves them."""
-    live = sqlite3.connect(path, isolation_level=None)
-    live.execute("PRAGMA wal_autocheckpoint = 0")
-    for i in range(rows):
-        live.execute(_INSERT, (f"w{i}", f"{SECRET} {tag} wal {i}"))
-    files = path.read_bytes(), Path(f"{path}-wal").read_bytes()
-    live.close()  # checkpoints and deletes the -wal: the copies are what a kill leaves
-    return files
-
-
-async def _hot(path: Path, tag: str) -> tuple[bytes, bytes]:
+async def _hot(path: Path, tag: str, *, rows: int = 3) -> tuple[bytes, bytes]:
+    """db and -wal bytes as chatbridge killed after `rows` more commits leaves them:
+    a closed store of five exchanges, reopened, `rows` commits (users w0, w1, …)."""
     await _store(path, tag)
-    return _hot_wal(path, tag)
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(rows):
+        await store.commit_exchange(exchange(f"{SECRET} {tag} wal {i}", user=f"w{i}", key=f"w{i}"))
+    files = _read(path), _read(Path(f"{path}-wal"))  # what a SIGKILL leaves
+    await store.aclose()
+    return files
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -198,34 +193,124 @@ async def test_shm_without_wal_is_harmless(tmp_path: Path) -> None:
         await store.aclose()
 
 
-@pytest.mark.xfail(strict=True, reason="SQLite keeps no db<->WAL link; see _sqlite_check")
 async def test_wal_of_a_sibling_store_with_the_same_layout_is_refused(tmp_path: Path) -> None:
+    """Same schema, same page layout, a valid WAL: only the store id tells them apart."""
     path, sibling = store_path("sqlite", tmp_path), tmp_path / "b" / "b.db"
     db, _ = await _hot(path, "ours")
     sibling.parent.mkdir()
     _, foreign = await _hot(sibling, "theirs")
+    assert wal_problem_of(foreign, 4096) is None  # the file format cannot tell
     _place(path, db, foreign)
-    with pytest.raises(StoreCorrupt):
+    before = snapshot(tmp_path)
+    with pytest.raises(StoreCorrupt) as err:
         await opened("sqlite", path)
+    assert "the WAL of another chatbridge store" in str(err.value)
+    assert SECRET not in str(err.value)
+    assert snapshot(tmp_path) == before
 
 
-# Refused only when the replay happens to break the b-trees (layout-dependent),
-# hence not strict: SQLite cannot tell an older WAL of the same file from its own.
-@pytest.mark.xfail(strict=False, reason="an own older WAL is replayed; see _sqlite_check")
-async def test_stale_own_wal_beside_a_newer_db_is_refused(tmp_path: Path) -> None:
+# --- an older -wal of the store's own (see core/store/_sqlite_wal.py) --------
+
+
+async def _commits(path: Path, tag: str, n: int) -> None:
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(n):
+        await store.commit_exchange(exchange(f"{tag} {i}", user=f"{tag}{i % 3}", key=f"{tag}{i}"))
+    await store.aclose()
+
+
+@pytest.mark.parametrize("later_session", [False, True])
+@pytest.mark.parametrize("commits", [1, 3, 10, 30])
+async def test_an_older_wal_of_the_store_itself_is_refused(
+    commits: int, later_session: bool, tmp_path: Path
+) -> None:
+    """A copy of the -wal taken while the store ran, put back after newer
+    exchanges were checkpointed into the file (at that run's close, or by a
+    later run). Short texts and few commits: the replay would break nothing
+    SQLite can see, it would only lose the newer exchanges."""
     path = store_path("sqlite", tmp_path)
     store = await opened("sqlite", path, max_entries=1000)
-    for i in range(30):
-        await store.commit_exchange(exchange(f"{SECRET} old {i}", user=f"u{i % 3}", key=f"k{i}"))
+    for i in range(commits):
+        await store.commit_exchange(exchange(f"old {i}", user=f"u{i % 3}", key=f"k{i}"))
     old_wal = _read(Path(f"{path}-wal"))
+    await store.commit_exchange(exchange("newer", user="u0", key="newer"))
     await store.aclose()
-    store = await opened("sqlite", path, max_entries=1000)
-    for i in range(30):
-        await store.commit_exchange(exchange(f"{SECRET} new {i}", user=f"v{i % 3}", key=f"n{i}"))
-    await store.aclose()
+    if later_session:
+        await _commits(path, "new", commits)
     _write(Path(f"{path}-wal"), old_wal)
-    with pytest.raises(StoreCorrupt):
+    assert wal_problem_of(old_wal, 4096) is None  # the file format cannot tell
+    before = snapshot(tmp_path)
+
+    with pytest.raises(StoreCorrupt) as err:
         await opened("sqlite", path)
+
+    message = str(err.value)
+    assert "older than the database's last checkpoint" in message
+    assert f"{path}-wal" in message
+    assert "\n" not in message
+    assert snapshot(tmp_path) == before
+
+
+async def _newer_by_forget(store: SqliteStore) -> None:
+    await store.forget("u1")
+
+
+async def _newer_by_periodic_checkpoint(store: SqliteStore) -> None:
+    for i in range(_sqlite_wal.CHECKPOINT_EVERY):
+        await store.inbox_done(f"none:{i}")  # a write each, however small
+
+
+@pytest.mark.parametrize("generation", ["first", "later"])
+@pytest.mark.parametrize("checkpoint", [_newer_by_forget, _newer_by_periodic_checkpoint])
+async def test_an_older_wal_swapped_in_after_a_checkpoint_and_a_kill_is_refused(
+    checkpoint: Callable[[SqliteStore], Awaitable[None]],
+    generation: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process is killed (no close) after a checkpoint of its own and
+    newer commits; its live -wal is then replaced by a copy taken before
+    that checkpoint, in the run's first WAL generation or a later one."""
+    monkeypatch.setattr(_sqlite_wal, "CHECKPOINT_EVERY", 50)
+    path = store_path("sqlite", tmp_path)
+    store = await opened("sqlite", path, max_entries=1000)
+    if generation == "later":
+        await store.commit_exchange(exchange("first", user="u9", key="first"))
+        await checkpoint(store)  # the WAL restarts at the next write
+    for i in range(3):
+        await store.commit_exchange(exchange(f"old {i}", user=f"u{i}", key=f"k{i}"))
+    old_wal = _read(Path(f"{path}-wal"))
+    await checkpoint(store)
+    await store.commit_exchange(exchange("newer", user="u2", key="n"))
+    killed = _read(path)  # what a SIGKILL leaves of the file
+    await store.aclose()
+    _place(path, killed, old_wal)
+
+    with pytest.raises(StoreCorrupt) as err:
+        await opened("sqlite", path)
+    assert "older than the database's last checkpoint" in str(err.value)
+
+
+async def test_the_live_wal_of_a_killed_store_is_replayed_after_its_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other side: checkpoints, new WAL generations and a kill (db and
+    -wal copied together) lose nothing and are not refused."""
+    monkeypatch.setattr(_sqlite_wal, "CHECKPOINT_EVERY", 7)
+    path = store_path("sqlite", tmp_path)
+    store = await opened("sqlite", path, max_entries=1000)
+    for i in range(40):
+        await store.commit_exchange(exchange(f"kept {i}", user="u", key=f"k{i}", ts=i))
+        if i == 20:
+            await store.forget("nobody")  # a TRUNCATE checkpoint in between
+    db, wal = _read(path), _read(Path(f"{path}-wal"))
+    await store.aclose()
+    _place(path, db, wal)
+    reopened = await opened("sqlite", path, max_entries=1000)
+    try:
+        assert len(await reopened.ring("u", since=-1)) == 40
+    finally:
+        await reopened.aclose()
 
 
 # --- damaged rows ---------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_discord import USER_ID, FakeDiscord
@@ -86,13 +87,12 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await asyncio.sleep(1.5)  # the 1 s session expires
             await discord.send_dm(SECOND)
             await discord.wait_for(lambda: UNDERSTOOD in discord.bot_texts(dm), within=20)
-            for _ in range(20):
-                shown = await run_cli(
-                    "memory", "show", "--user", f"discord:{USER_ID}", cwd=tmp_path, env=env
-                )
-                if shown.code or len(json.loads(shown.stdout)) >= 2:
-                    break
-                await asyncio.sleep(0.2)
+            # The ring entry is committed with its inbox entry's done mark.
+            db = tmp_path / "data" / "chatbridge.db"
+            await discord.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
+            shown = await run_cli(
+                "memory", "show", "--user", f"discord:{USER_ID}", cwd=tmp_path, env=env
+            )
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)
 
@@ -125,6 +125,7 @@ async def test_a_message_dispatched_before_sigkill_is_answered_after_restart(
         (tmp_path / "chatbridge.yaml").write_text(_config(discord, openai, free_port()))
         env = clean_env({"DISCORD_BOT_TOKEN": discord.token, "OPENAI_API_KEY": "sk-e2e-9876"})
         dm = discord.dm_channel()
+        db = tmp_path / "data" / "chatbridge.db"  # the default memory.path, beside the config
         async with chatbridge_run(tmp_path, env) as first:
             await _connected(discord, 1)
             await discord.send_dm(FIRST)
@@ -133,8 +134,9 @@ async def test_a_message_dispatched_before_sigkill_is_answered_after_restart(
             await first.wait()
         assert discord.bot_texts(dm) == []
         async with chatbridge_run(tmp_path, env) as second:
-            await discord.wait_for(lambda: answer in discord.bot_texts(dm), within=30)
-            await asyncio.sleep(0.5)  # nothing else arrives
+            await discord.wait_for(
+                lambda: answer in discord.bot_texts(dm) and inbox_file.pending(db) == 0, within=30
+            )  # with nothing pending, nothing else can arrive
             second.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(second.communicate(), 20)
     assert second.returncode == 0, err.decode()

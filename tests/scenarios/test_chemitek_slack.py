@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from tests.support import fake_slack_events as ev
+from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
@@ -107,13 +108,12 @@ async def test_chemitek_story_on_slack_through_chatbridge_run(tmp_path: Path, mo
             await asyncio.sleep(1.3)
             await deliver(slack, mode, port, ev.channel_message(SECOND, thread_ts=root))
             await slack.wait_for(lambda: len(slack.thread(ev.CHANNEL, root)) == 2, 20)
-            for _ in range(25):  # the ring entry is committed just after the last edit
-                shown = await run_cli(
-                    "memory", "show", "--user", f"slack:{ev.USER_ID}", cwd=tmp_path, env=env
-                )
-                if shown.code or len(json.loads(shown.stdout)) >= 4:
-                    break
-                await asyncio.sleep(0.2)
+            # The ring entry is committed with its inbox entry's done mark.
+            db = tmp_path / "data" / "chatbridge.db"
+            await slack.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
+            shown = await run_cli(
+                "memory", "show", "--user", f"slack:{ev.USER_ID}", cwd=tmp_path, env=env
+            )
         finally:
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)

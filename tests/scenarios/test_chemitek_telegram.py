@@ -12,6 +12,7 @@ import json
 import signal
 from pathlib import Path
 
+from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
@@ -67,14 +68,12 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
                 lambda: any(UNDERSTOOD in t for t in telegram.bot_texts(ALICE)), within=20
             )
             # An admin looks at the memory while the bot keeps serving (the
-            # second entry is committed just after the last edit: poll for it).
-            for _ in range(20):
-                shown = await run_cli(
-                    "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
-                )
-                if shown.code or len(json.loads(shown.stdout)) >= 2:
-                    break
-                await asyncio.sleep(0.2)
+            # second entry is committed with its inbox entry's done mark).
+            db = tmp_path / "data" / "chatbridge.db"
+            await telegram.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
+            shown = await run_cli(
+                "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
+            )
         finally:
             process.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(process.communicate(), 20)

@@ -39,13 +39,9 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
         provider = _provider(kind, fake)
         bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
         pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
-        for _ in range(500):
-            if fake.open_streams:
-                break
-            await asyncio.sleep(0.01)
-        assert fake.open_streams == 1
+        assert await fake.wait_streams(1), "the answer's stream never opened"
         await bot.say("/new")
-        await asyncio.wait_for(pending, 2.0)
+        await asyncio.wait_for(pending, 30)  # a hang detector; closed_by_client below is the check
         assert await fake.wait_idle(), "the HTTP stream was left open"
         assert fake.streams.closed_by_client == 1
         assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiohttp
 
+from tests.support import inbox_file
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -91,6 +92,7 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/telegram/webhook"
     extra = f"    mode: webhook\n    webhook_url: {url}\n    webhook_secret: s3cret-Token\n"
+    db = tmp_path / "data" / "chatbridge.db"  # the default memory.path, beside the config
     async with FakeTelegram() as telegram, FakeOpenAI(default_text="Hallo zurück") as openai:
         (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, port, extra))
         process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
@@ -111,15 +113,17 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
                     early = await response.text()
                 assert 'outcome="duplicate",platform="telegram"} 1.0' in early
                 await telegram.wait_for(lambda: "Hallo zurück" in telegram.bot_texts(ALICE))
-                await asyncio.sleep(0.3)  # a second answer to the redelivery would show by now
                 async with http.get(f"{base}/healthz") as response:
                     assert response.status == 200
-                for _ in range(50):  # the answer is counted once its delivery is done
+                metrics = ""
+                deadline = asyncio.get_running_loop().time() + 30
+                # The answer is counted once its delivery is done; with nothing
+                # left in the inbox, a second answer could not come any more.
+                while 'outcome="answered"' not in metrics or inbox_file.pending(db):
+                    assert asyncio.get_running_loop().time() < deadline, metrics
+                    await asyncio.sleep(0.05)
                     async with http.get(f"{base}/metrics") as response:
                         metrics = await response.text()
-                    if 'outcome="answered"' in metrics:
-                        break
-                    await asyncio.sleep(0.1)
         finally:
             process.send_signal(signal.SIGTERM)
             _, err = await asyncio.wait_for(process.communicate(), 20)

@@ -10,20 +10,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.network_guard import child_pythonpath
+from tests.support.paths import REPO
+
 # `python -m chatbridge` runs `core/app/cli.py`; going through the interpreter
 # avoids depending on where pip put the console script.
 CHATBRIDGE = [sys.executable, "-m", "chatbridge"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment without API keys or config overrides."""
+    """The parent's environment without API keys or config overrides; the
+    child runs under the loopback-only network guard (its PYTHONPATH holds
+    `tests/support/child_site`, whose sitecustomize installs it)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.endswith("_API_KEY") and not k.startswith("CHATBRIDGE_")
     }
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = child_pythonpath(REPO)
     env.update(extra or {})
     return env
 

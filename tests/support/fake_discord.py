@@ -252,7 +252,7 @@ class FakeDiscord(GatewayMixin):
         pairs = (p for m in self.bot_messages() for p in itertools.pairwise(m.edit_times))
         return sum(b - a < min_gap for a, b in pairs)
 
-    async def wait_for(self, predicate: Callable[[], object], within: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], object], within: float = 30.0) -> None:
         deadline = time.monotonic() + within
         while not predicate():
             if time.monotonic() > deadline:

@@ -143,7 +143,7 @@ class GatewayMixin:
     def connected(self) -> bool:
         return self._live is not None and self._ready.is_set()
 
-    async def wait_ready(self, within: float = 5.0) -> None:
+    async def wait_ready(self, within: float = 30.0) -> None:
         """Until a connection has been sent READY (or RESUMED) and is still open."""
         await asyncio.wait_for(self._ready.wait(), within)
 

@@ -157,7 +157,7 @@ class FakeSlack:
         assistant:write). Taking a scope out of `scopes` hits every method needing it."""
         self._denied.add(method)
 
-    async def wait_for(self, predicate: Callable[[], object], within: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], object], within: float = 30.0) -> None:
         deadline = time.monotonic() + within
         while not predicate():
             if time.monotonic() > deadline:
@@ -176,7 +176,7 @@ class FakeSlack:
     # -- Socket Mode -------------------------------------------------------
     async def socket_event(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0,
-        retry_reason: str = "", within: float = 5.0, require_ack: bool = True,
+        retry_reason: str = "", within: float = 30.0, require_ack: bool = True,
     ) -> Delivery:  # fmt: skip
         """Send an `events_api` envelope on the newest socket; return once it is acked.
 
@@ -256,18 +256,18 @@ class FakeSlack:
         self, url: str, event: dict[str, Any], *, signing_secret: str,
         event_id: str | None = None, retry_num: int | None = None,
         retry_reason: str = "http_timeout", timestamp: int | None = None,
-        bad_signature: bool = False,
+        bad_signature: bool = False, session: aiohttp.ClientSession | None = None,
     ) -> tuple[int, str, float]:  # fmt: skip
         """POST an `event_callback` signed as Slack does; returns (status, body, latency).
         A retry (`retry_num` ≥ 1, with the first delivery's `event_id`) adds
-        X-Slack-Retry-Num / X-Slack-Retry-Reason."""
+        X-Slack-Retry-Num / X-Slack-Retry-Reason; `session` reuses its connections."""
         headers = {}
         if retry_num is not None:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": retry_reason}
         payload = self.event_payload(event, event_id=event_id)
         return await self.post_signed(url, payload, signing_secret=signing_secret,
                                       timestamp=timestamp, bad_signature=bad_signature,
-                                      headers=headers)  # fmt: skip
+                                      headers=headers, session=session)  # fmt: skip
 
     async def post_url_verification(
         self, url: str, *, signing_secret: str, challenge: str = "fake-challenge"

@@ -171,9 +171,12 @@ def event_callback(event: dict[str, Any], event_id: str) -> dict[str, Any]:
 async def post_signed(
     url: str, payload: dict[str, Any], *, signing_secret: str, timestamp: int | None = None,
     bad_signature: bool = False, headers: dict[str, str] | None = None,
+    session: aiohttp.ClientSession | None = None,
 ) -> tuple[int, str, float]:  # fmt: skip
     """POST `payload` as Slack does: JSON, X-Slack-Signature over `timestamp` (default now);
-    `bad_signature` signs with a wrong secret. Returns (status, body, latency)."""
+    `bad_signature` signs with a wrong secret. Returns (status, body, latency). With
+    `session` the POST may reuse its open (keep-alive) connection; without, it opens
+    a new one, and the latency includes the TCP connect."""
     body = json.dumps(payload)
     ts = int(time.time()) if timestamp is None else timestamp
     secret = signing_secret + "-wrong" if bad_signature else signing_secret
@@ -182,11 +185,17 @@ async def post_signed(
         "X-Slack-Signature": sign(secret, ts, body),
         "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
     } | (headers or {})  # fmt: skip
+    if session is None:
+        async with aiohttp.ClientSession() as own:
+            return await _post(own, url, body, all_headers)
+    return await _post(session, url, body, all_headers)
+
+
+async def _post(
+    session: aiohttp.ClientSession, url: str, body: str, headers: dict[str, str]
+) -> tuple[int, str, float]:
     started = time.monotonic()
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(url, data=body.encode(), headers=all_headers) as response,
-    ):
+    async with session.post(url, data=body.encode(), headers=headers) as response:
         return response.status, await response.text(), time.monotonic() - started
 
 

@@ -219,7 +219,7 @@ class FakeTelegram:
         ):
             return response.status
 
-    async def wait_for(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 30.0) -> None:
         deadline = time.monotonic() + within
         while not predicate():
             if time.monotonic() > deadline:

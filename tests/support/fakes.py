@@ -7,27 +7,79 @@ our own small interfaces so engine tests can script time and streams.
 from __future__ import annotations
 
 import asyncio
-import time
+import heapq
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from chatbridge.core.models import Usage
 from chatbridge.platforms.base import DeliveryRetry, PlatformLimits
 from chatbridge.providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageReport
 
 
+def latest_noon() -> float:
+    """The most recent 12:00 local time that is not in the future."""
+    now = datetime.now().astimezone()
+    noon = now.replace(hour=12, minute=0, second=0, microsecond=0)
+    return (noon if noon <= now else noon - timedelta(days=1)).timestamp()
+
+
 class ManualClock:
     """Wall time that moves only when a test says so."""
 
     def __init__(self, start: float | None = None) -> None:
-        # Near real time by default: forget tombstones are stamped with wall time.
-        self.value = float(int(time.time())) if start is None else start
+        # In the past but near real time by default (forget tombstones are
+        # stamped with wall time): the latest local noon, so a test that
+        # advances a few hours never crosses midnight and "today" stays one day.
+        self.value = latest_noon() if start is None else start
 
     def now(self) -> float:
         return self.value
 
     def advance(self, seconds: float) -> None:
         self.value += seconds
+
+
+class VirtualClock:
+    """Monotonic time and `sleep` for code that takes both (`StreamingReply`):
+    a sleeper wakes only when the test advances the clock past its moment,
+    so pacing is exact however busy the machine is.
+
+    `advance` wakes sleepers in time order and lets the event loop run what
+    they started (a bounded number of turns, no real waiting) before it moves on.
+    """
+
+    SETTLE_TURNS = 50  # loop turns after each wake-up; in-memory fakes need a handful
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._order += 1
+        heapq.heappush(self._sleepers, (self.now + max(seconds, 0.0), self._order, future))
+        await future
+
+    async def settle(self) -> None:
+        """Let every task run until it waits on the clock or on something else."""
+        for _ in range(self.SETTLE_TURNS):
+            await asyncio.sleep(0)
+
+    async def advance(self, seconds: float) -> None:
+        target = self.now + seconds
+        await self.settle()
+        while self._sleepers and self._sleepers[0][0] <= target:
+            at, _, future = heapq.heappop(self._sleepers)
+            self.now = max(self.now, at)
+            if not future.done():  # a sleeper cancelled meanwhile stays asleep
+                future.set_result(None)
+            await self.settle()
+        self.now = target
 
 
 Script = Callable[[Prompt], Sequence[str | Exception]]

@@ -111,6 +111,7 @@ class Recorded:
     body: Body
     headers: dict[str, str]
     server_seconds: float = 0.0
+    deltas: int = 0  # text deltas the answer was cut into (what a stream sends)
 
 
 @dataclass(slots=True)
@@ -188,11 +189,16 @@ class FakeSSEServer:
         """Queue steps for the next requests, in order."""
         self._steps.extend(steps)
 
-    async def wait_idle(self, within: float = 2.0) -> bool:
-        """True once no stream is open, False if that took longer than `within` s."""
+    async def wait_idle(self, within: float = 30.0) -> bool:
+        """True once no stream is open, False if that took longer than `within` s
+        (a hang detector: whether a stream was cut or ran out is in `streams`)."""
+        return await self.wait_streams(0, within=within)
+
+    async def wait_streams(self, count: int, within: float = 30.0) -> bool:
+        """True once exactly `count` streams are open, False after `within` s."""
         try:
             async with asyncio.timeout(within):
-                while self.streams.open:
+                while self.streams.open != count:
                     self.streams._changed.clear()
                     await self.streams._changed.wait()
         except TimeoutError:
@@ -245,6 +251,7 @@ class FakeSSEServer:
         text = self.default_text if text is None else text
         size = reply.chunk_chars or self.chunk_chars
         chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        record.deltas = len(chunks)
         usage = reply.usage or (self.prompt_words(body), len(chunks))
         if not body.get("stream"):
             record.server_seconds = time.perf_counter() - started

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SECTIONS", "TALLY", "Tally", "add", "record_kill_loop", "render"]
+__all__ = ["SECTIONS", "TALLY", "Tally", "add", "add_part", "record_kill_loop", "render"]
 
 SECTIONS = (
     "inputs fuzzed",
@@ -20,10 +20,14 @@ SECTIONS = (
     "leaks found",
     "secrets found",
     "unhandled exceptions",
+    "wrong results",
     "lost exchanges",
+    "extra bot messages",
 )
 # Sections whose figures must be 0: shown as 0 even when nothing was added.
-MUST_BE_ZERO = ("leaks found", "secrets found", "unhandled exceptions", "lost exchanges")
+MUST_BE_ZERO = (
+    "leaks found", "secrets found", "unhandled exceptions", "wrong results", "lost exchanges",
+)  # fmt: skip
 
 
 @dataclass
@@ -33,26 +37,44 @@ class Tally:
     sections: dict[str, dict[str, int]] = field(
         default_factory=lambda: {name: {} for name in SECTIONS}
     )
+    # Subsets of a row (section -> row -> part -> count): shown under the row,
+    # never added to the section's total.
+    parts: dict[str, dict[str, dict[str, int]]] = field(
+        default_factory=lambda: {name: {} for name in SECTIONS}
+    )
     printed: bool = False
 
     def add(self, section: str, name: str, n: int = 1) -> None:
+        counts = self._section(section)
+        counts[name] = counts.get(name, 0) + n
+
+    def add_part(self, section: str, name: str, part: str, n: int = 1) -> None:
+        """Count `n` of row `name` as also being `part` (e.g. "SDK rejected")."""
+        self._section(section)
+        counts = self.parts[section].setdefault(name, {})
+        counts[part] = counts.get(part, 0) + n
+
+    def _section(self, section: str) -> dict[str, int]:
         if section not in self.sections:
             raise KeyError(f"unknown tally section {section!r}; one of {', '.join(SECTIONS)}")
-        counts = self.sections[section]
-        counts[name] = counts.get(name, 0) + n
+        return self.sections[section]
 
     def empty(self) -> bool:
         return not any(self.sections.values())
 
     def render(self) -> str:
-        """One plain-text table: section, name, count; a total per section."""
+        """One plain-text table: section, name, count; a total per section (parts,
+        shown as "of which ..." under their row, are not in it)."""
         rows: list[tuple[str, str, str]] = []
         for section in SECTIONS:
             counts = self.sections[section]
             if not counts and section not in MUST_BE_ZERO:
                 continue
             rows.append((section, "total", f"{sum(counts.values()):,}"))
-            rows.extend(("", name, f"{n:,}") for name, n in sorted(counts.items()))
+            for name, n in sorted(counts.items()):
+                rows.append(("", name, f"{n:,}"))
+                parts = self.parts[section].get(name, {})
+                rows.extend(("", f"  of which {p}", f"{k:,}") for p, k in sorted(parts.items()))
         header = ("section", "what", "count")
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
 
@@ -71,16 +93,32 @@ def add(section: str, name: str, n: int = 1) -> None:
     TALLY.add(section, name, n)
 
 
+def add_part(section: str, name: str, part: str, n: int = 1) -> None:
+    """Count `n` of row `name` in `section` as also being `part` (not added to the total)."""
+    TALLY.add_part(section, name, part, n)
+
+
 def record_kill_loop(
-    *, kills: int, messages: int, unanswered: int, duplicates: int, extra: int, missing: int
+    *,
+    kills: int,
+    mid_stream: int,
+    messages: int,
+    unanswered: int,
+    duplicates: int,
+    partials_left: int,
+    reposted: int,
+    missing: int,
 ) -> None:
     """The kill loop's figures (tests/scenarios/test_kill_loop.py)."""
     add("crash runs", "kill loop: SIGKILL restarts", kills)
+    add("crash runs", "kill loop: kills with an answer half shown", mid_stream)
     add("crash runs", "kill loop: messages sent", messages)
     add("lost exchanges", "kill loop: unanswered", unanswered)
     add("lost exchanges", "kill loop: missing from memory", missing)
     add("lost exchanges", "kill loop: answered twice", duplicates)
-    add("lost exchanges", "kill loop: extra bot messages", extra)
+    add("extra bot messages", "kill loop: partial left, killed before its ref was stored",
+        partials_left)  # fmt: skip
+    add("extra bot messages", "kill loop: other extra messages (re-posts)", reposted)
 
 
 def render() -> str:

@@ -19,8 +19,6 @@ from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import TestBot, make_testbot
 
-pytestmark = pytest.mark.timeout(20)
-
 ALLOWED = (f"discord:{USER_ID}",)
 
 
@@ -28,15 +26,34 @@ ALLOWED = (f"discord:{USER_ID}",)
 class Running:
     platform: DiscordPlatform
     bot: TestBot
+    fake: FakeDiscord
 
     async def ring(self, user: int = USER_ID, count: int = 1) -> list[MemoryEntry]:
         """The user's ring once it holds `count` entries (committed just after the last edit)."""
-        for _ in range(200):
+        deadline = asyncio.get_running_loop().time() + 30
+        while asyncio.get_running_loop().time() < deadline:
             ring = await self.bot.engine.store.ring(f"discord:{user}", since=0.0)
             if len(ring) >= count:
                 return ring
             await asyncio.sleep(0.025)
         raise AssertionError(f"the ring never reached {count} entries")
+
+    async def settled(self) -> None:
+        """Every dispatch the fake sent was read by discord.py and every event
+        handler it started has run: a message the bot should ignore has had
+        its chance to reach the engine. (discord.py names those tasks
+        "discord.py: on_<event>".)"""
+        session = self.fake.session
+        sent = session.seq if session is not None else 0
+
+        def done() -> bool:
+            ws = self.platform.client.ws
+            handlers = [
+                t for t in asyncio.all_tasks() if t.get_name().startswith("discord.py: on_")
+            ]
+            return ws is not None and (ws.sequence or 0) >= sent and not handlers
+
+        await self.fake.wait_for(done, within=30)
 
     @property
     def prompts(self) -> list[str]:
@@ -87,7 +104,7 @@ async def launch(fake: FakeDiscord, tmp_path: Path) -> AsyncIterator[Launch]:
             guild_ready_timeout=0.05,
         )
         bot.engine.attach(platform.name, platform.outbox)
-        running = Running(platform, bot)
+        running = Running(platform, bot, fake)
         started.append(running)
         await platform.start()
         return running

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from discord import AutoShardedClient
 
@@ -61,7 +59,8 @@ async def test_stop_receiving_turns_readiness_off_and_ignores_new_messages(
     assert not running.platform.connected
     await fake.send_dm("zu spät")
     await fake.send_dm("auch zu spät")
-    await asyncio.sleep(0.2)
+    await running.settled()
+    await running.bot.engine.drain(5.0)
     assert running.prompts == []
     assert fake.bot_texts(fake.dm_channel()) == []
 

@@ -5,8 +5,6 @@ Real bolt + slack-sdk against `FakeSlack`, the real engine and SQLite inbox.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.support import fake_slack_events as ev
@@ -17,14 +15,14 @@ from .conftest import Launch, Running
 MODES = ["socket", "http"]
 
 
-async def _answered(fake: FakeSlack, channel: str, count: int = 1, within: float = 5.0) -> None:
+async def _answered(fake: FakeSlack, channel: str, count: int = 1, within: float = 30.0) -> None:
     await fake.wait_for(lambda: len(fake.bot_texts(channel)) >= count, within)
 
 
 async def _settle(run: Running) -> None:
-    """Let anything still scheduled run, so a wrong extra answer would show."""
-    await asyncio.sleep(0.15)
-    await run.bot.engine.drain(2.0)
+    """Every event was acked, so it is in the inbox or was dropped; draining
+    lets every answer the engine took finish, so a wrong extra one would show."""
+    await run.bot.engine.drain(5.0)
 
 
 @pytest.mark.parametrize("mode", MODES)
