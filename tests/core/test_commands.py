@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
 from chatbridge.core.commands import Command, parse_command
-from tests.support.testbot import ALICE, TestBot
+from tests.support.fakes import ManualClock, latest_noon
+from tests.support.testbot import ALICE, TestBot, make_testbot
 
 EXPIRE = 31 * 60
 
@@ -51,7 +57,16 @@ async def test_help_lists_every_command(bot: TestBot) -> None:
         assert command in text
 
 
-async def test_status_shows_model_session_ring_and_tokens(bot: TestBot) -> None:
+@pytest.fixture
+async def noon_bot(tmp_path: Path) -> AsyncIterator[TestBot]:
+    """A bot whose clock starts at noon: "today" cannot end during the test."""
+    testbot = await make_testbot(tmp_path, clock=ManualClock(latest_noon()))
+    yield testbot
+    await testbot.engine.store.aclose()
+
+
+async def test_status_shows_model_session_ring_and_tokens(noon_bot: TestBot) -> None:
+    bot = noon_bot
     assert "keine" in await bot.say("/status")
     await bot.say("eins")
     bot.clock.advance(600)
@@ -65,7 +80,8 @@ async def test_status_shows_model_session_ring_and_tokens(bot: TestBot) -> None:
     assert "Erinnerung: 2 Einträge" in await bot.say("/status")
 
 
-async def test_status_in_a_group_shows_no_token_counts(bot: TestBot) -> None:
+async def test_status_in_a_group_shows_no_token_counts(noon_bot: TestBot) -> None:
+    bot = noon_bot
     from chatbridge.core.models import ChatKind
 
     await bot.say("privat", user=ALICE)  # Alice has used tokens today

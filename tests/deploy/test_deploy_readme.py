@@ -189,7 +189,13 @@ def test_the_systemd_steps_run_in_a_private_mount_namespace(scratch: Path) -> No
             if Path(sys.executable).parent != Path(p)
         ]
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBRIDGE_", "VIRTUAL_ENV"))}
+    # No PYTHONPATH: pip installs from the package index as on a fresh host,
+    # outside the tests' network guard (the one exception, said in README).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CHATBRIDGE_", "VIRTUAL_ENV", "PYTHONPATH"))
+    }
     env["PATH"] = path
     result = subprocess.run(
         [unshare, "--mount", "--propagation", "private", "bash", "-c", script],

@@ -231,9 +231,10 @@ async def test_an_answer_in_flight_keeps_the_config_it_started_with(tmp_path: Pa
         try:
             await _wait_status(f"http://127.0.0.1:{port}/readyz", 200)
             telegram.push_text(ALICE, ALICE, "Wo ist das Paket?")
-            # Reload while the first chunks are on screen and the stream is open.
+            # Reload while the first chunks are on screen (as a draft, in a
+            # private chat) and the stream is open.
             await telegram.wait_for(
-                lambda: first.open_streams == 1 and bool(telegram.bot_texts(ALICE)), within=30
+                lambda: first.open_streams == 1 and bool(telegram.drafts[ALICE]), within=30
             )
             config.write_text(_config(telegram, second, port, "Prompt B"))
             await run.reload("reloaded the config")

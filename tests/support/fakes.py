@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,10 +29,10 @@ class ManualClock:
     """Wall time that moves only when a test says so."""
 
     def __init__(self, start: float | None = None) -> None:
-        # In the past but near real time by default (forget tombstones are
-        # stamped with wall time): the latest local noon, so a test that
-        # advances a few hours never crosses midnight and "today" stays one day.
-        self.value = latest_noon() if start is None else start
+        # Real time by default: forget tombstones are stamped with wall time,
+        # and platform fakes stamp messages with it. A test that counts what
+        # happened "today" starts at `latest_noon()`, so it never crosses midnight.
+        self.value = float(int(time.time())) if start is None else start
 
     def now(self) -> float:
         return self.value

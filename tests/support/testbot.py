@@ -62,10 +62,11 @@ async def make_testbot(
     allow: tuple[str, ...] = (f"telegram:{ALICE}", "telegram:42", "telegram:-100", "telegram:-200"),
     identities: dict[str, list[str]] | None = None,
     max_entries: int = 20,
+    clock: ManualClock | None = None,
 ) -> TestBot:
     store = SqliteStore(tmp_path / "bot.db", max_entries=max_entries)
     await store.open()
-    clock = ManualClock()
+    clock = clock or ManualClock()
     provider = provider or ScriptedProvider(lambda prompt: [f"echo: {prompt.messages[-1].content}"])
     settings = settings or EngineSettings(language="de")
     engine = Engine(
