@@ -205,6 +205,7 @@ platforms:
     enabled: true
     base_url: {telegram.base_url}
     edit_interval: 0.1s
+    drafts: false  # edits: a kill can meet an answer half shown (drafts: test_kill_mid_preview)
 {replica.telegram_yaml()}memory:
   backend: sqlite
   path: {db}
