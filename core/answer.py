@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
@@ -26,7 +27,15 @@ from chatbridge.core.memory import (
     visible_entries,
 )
 from chatbridge.core.metrics import Metrics
-from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.models import (
+    Conversation,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
 from chatbridge.core.ports import (
     DeliveryError,
     Outbox,
@@ -36,6 +45,7 @@ from chatbridge.core.ports import (
     ProviderMisconfigured,
     TextDelta,
 )
+from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import LeaseLost, Store, StoreError
@@ -75,7 +85,7 @@ class Answerer:
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
-        session, content = await self._open_turn(entry, now)
+        session, content, rewritten = await self._open_turn(entry, now)
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -119,7 +129,9 @@ class Answerer:
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
-            self._remember(entry, session, content, answer, usage, now, fence=fence)
+            self._remember(
+                entry, session, content, answer, usage, now, fence=fence, rewritten=rewritten
+            )
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
@@ -139,31 +151,60 @@ class Answerer:
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
-    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send."""
+    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str, bool]:
+        """The session to continue (or a new one) as this request carries it,
+        the user turn to send, and whether the session's turns were rewritten
+        (`core.session_fit`: trimmed to the budget, its head bridged)."""
         message = entry.message
         conversation = message.conversation
         settings = self._settings
         text = neutralise(
             cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
         )
+
+        def bridge(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
+            moment = now if at is None else at
+            return build_bridge(
+                entries, text, now=moment, language=settings.language, tz=settings.timezone
+            )
+
         session = await self._store.load_session(conversation.key)
+        limits = {
+            "max_tokens": settings.session_max_tokens,
+            "max_turns": settings.session_max_turns,
+        }
+        system = settings.system_prompt
         if session is not None and not session.expired(now, settings.session_ttl):
-            return session, text
-        ring_user = self._access.ring_user(conversation)
+            if fits(session.turns, text, system=system, **limits):
+                return session, text, False
+            fitted = fit_session(
+                session.turns,
+                text,
+                system=system,
+                ring=await self._visible_ring(conversation, now),
+                key=conversation.key,
+                started_at=session.started_at,
+                inject_entries=settings.inject_entries,
+                bridge=bridge,
+                **limits,
+            )
+            return replace(session, turns=fitted.turns), fitted.content, fitted.rewritten
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
-            ring = await self._store.ring(ring_user, since=now - settings.max_age)
-            entries = visible_entries(ring, conversation)[-settings.inject_entries :]
-        content = build_bridge(
-            entries,
-            text,
-            now=now,
-            language=settings.language,
-            tz=settings.timezone,
+            ring = await self._visible_ring(conversation, now)
+            entries = ring[-settings.inject_entries :]
+        content = fit_bridge(
+            entries, text, system=system, max_tokens=settings.session_max_tokens, bridge=bridge
         )
+        ring_user = self._access.ring_user(conversation)
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
-        return fresh, content
+        return fresh, content, False
+
+    async def _visible_ring(self, conversation: Conversation, now: float) -> list[MemoryEntry]:
+        """The ring entries this conversation's audience may see, oldest first."""
+        ring_user = self._access.ring_user(conversation)
+        ring = await self._store.ring(ring_user, since=now - self._settings.max_age)
+        return visible_entries(ring, conversation)
 
     async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
         usage = Usage()
@@ -209,6 +250,7 @@ class Answerer:
         now: float,
         *,
         fence: int = 0,
+        rewritten: bool = False,
     ) -> bool:
         """Commit the exchange and mark the entry done; False if the store failed.
 
@@ -220,7 +262,9 @@ class Answerer:
             session,
             [Turn("user", content), Turn("assistant", answer)],
             now=self._clock.now(),
-            max_turns=settings.session_max_turns,
+            # The request kept at most `session_max_turns` earlier turns (see
+            # `_open_turn`); the stored session holds those and this exchange.
+            max_turns=settings.session_max_turns + 2,
         )
         ring_entry = MemoryEntry(
             timestamp=now,
@@ -236,6 +280,7 @@ class Answerer:
             ring_entry,
             usage,
             settings.today(now),
+            added_turns=len(updated.turns) if rewritten else 2,
             inbox_key=entry.key,
             fence=fence,
             fence_key=conversation.key,
