@@ -15,9 +15,8 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
@@ -38,7 +37,11 @@ from ._drafts import DraftSwitch
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
-from ._webhook import WebhookReceiver
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from ._webhook import WebhookReceiver
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,8 @@ class TelegramPlatform:
         if self._webhook:
             if server is None or not config.webhook_url:
                 raise ValueError("telegram webhook mode needs a server and a webhook_url")
+            from ._webhook import WebhookReceiver  # aiohttp: webhook mode only
+
             self._receiver = WebhookReceiver(reveal(config.webhook_secret), self._receive)
             server.router.add_post(WEBHOOK_PATH, self._receiver.handle)
 
