@@ -44,6 +44,7 @@ from chatbridge.core.ports import (
     ProviderError,
     ProviderMisconfigured,
     TextDelta,
+    in_progress_phase,
 )
 from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
@@ -303,6 +304,7 @@ async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIt
     interval = outbox.limits.typing_interval
 
     async def keep_typing() -> None:
+        in_progress_phase()  # a typing indicator waits behind answers being sent
         while not reply.started:
             try:
                 await outbox.typing()

@@ -19,9 +19,12 @@ from chatbridge.core.ports.delivery import (
     DeliveryRetry,
     LivePreview,
     Outbox,
+    Phase,
     PlatformLimits,
     PreviewSource,
     SentMessage,
+    delivery_phase,
+    in_progress_phase,
 )
 from chatbridge.core.ports.platform import (
     MessageHandler,
@@ -51,6 +54,7 @@ __all__ = [
     "LivePreview",
     "MessageHandler",
     "Outbox",
+    "Phase",
     "Platform",
     "PlatformError",
     "PlatformLimits",
@@ -67,4 +71,6 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "UsageReport",
+    "delivery_phase",
+    "in_progress_phase",
 ]

@@ -32,6 +32,7 @@ from aiohttp import web
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.platforms._pacing import RateBudget
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -52,6 +53,10 @@ __all__ = ["DiscordPlatform"]
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
+# The answers' REST calls, all chats together: 25 a second and bursts of 10,
+# so never more than 35 in a second, well under Discord's global 50 per bot
+# (a bot that keeps reaching it is banned for a while). Final text goes first.
+REPLY_RATE, REPLY_BURST = 25.0, 10.0
 TOKEN_REJECTED = (
     "discord rejected the bot token; copy it again from the Developer Portal "
     "(Bot → Reset Token) into platforms.discord.token"
@@ -151,6 +156,7 @@ class DiscordPlatform:
         self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
         self._background = BackgroundTasks("discord")
+        self._pace = RateBudget(REPLY_RATE, burst=REPLY_BURST)
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
@@ -218,6 +224,7 @@ class DiscordPlatform:
             edit_interval=interval,
             thread_name=message.text[:90],
             on_thread=self._opened_thread,
+            pace=self._pace,
         )
 
     async def stop_receiving(self) -> None:

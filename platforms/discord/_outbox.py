@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import discord
 
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.platforms._pacing import RateBudget, priority_now
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -80,7 +81,10 @@ class DiscordOutbox:
         edit_interval: float = 1.0,
         thread_name: str = "",
         on_thread: Callable[[int], None] | None = None,
+        pace: RateBudget | None = None,
     ) -> None:
+        """`pace` is the bot's budget shared by every answer's calls: under
+        load progress edits and typing wait, final text goes first."""
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
         )
@@ -90,6 +94,7 @@ class DiscordOutbox:
         self._open_thread = address.open_thread
         self._thread_name = (thread_name or "Answer")[:90]
         self._on_thread = on_thread
+        self._pace = pace
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:
@@ -123,6 +128,8 @@ class DiscordOutbox:
 
     async def typing(self) -> None:
         try:
+            if self._pace is not None:
+                await self._pace.take(priority_now())
             await self._client.http.send_typing(self._channel)
         except Exception as exc:
             log.debug("discord: typing failed in %s: %s", self._channel, exc)
@@ -159,4 +166,6 @@ class DiscordOutbox:
             self._on_thread(question)
 
     async def _call(self, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        if self._pace is not None:
+            await self._pace.take(priority_now())
         return await guarded(f"discord {what}", call, rules(what))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.ext import AIORateLimiter, ExtBot
+from telegram.ext import ExtBot
 from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
@@ -37,6 +37,7 @@ from ._drafts import DraftSwitch
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
+from ._pacing import TelegramPacer
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -61,9 +62,10 @@ class TelegramPlatform:
     build this platform before the server's runner is set up, and point
     `config.webhook_url` at that path. The route answers 503 until `start()`.
 
-    Rate limiting: PTB's `AIORateLimiter` paces calls to Telegram's published
-    limits, with `max_retries=0` so a 429 still reaches the outbox and becomes
-    `DeliveryRetry`; the shared delivery code owns the waiting and retrying.
+    Rate limiting: `TelegramPacer` (PTB's rate-limiter interface) paces calls
+    to Telegram's published limits per chat and per bot, final text before
+    progress; a 429 still reaches the outbox and becomes `DeliveryRetry`; the
+    shared delivery code owns the waiting and retrying.
     """
 
     name = "telegram"
@@ -89,7 +91,7 @@ class TelegramPlatform:
         self._bot: ExtBot[Any] = ExtBot(
             reveal(config.token),
             base_url=config.base_url or "https://api.telegram.org/bot",
-            rate_limiter=AIORateLimiter(max_retries=0),
+            rate_limiter=TelegramPacer(),
         )
         self._renderer = MarkdownRenderer(MAX_CHARS)
         self._gate = ChatGate()
