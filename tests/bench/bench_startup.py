@@ -19,6 +19,7 @@ the heavy modules a Telegram-only run had imported by its first poll.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -32,6 +33,7 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_discord import TOKEN, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.paths import REPO
 
 USER = 579304651
 CONFIG = """
@@ -50,8 +52,13 @@ PROVIDERS = {
 
 
 async def one_run(
-    telegram: FakeTelegram, openai: FakeOpenAI, workdir: Path, provider: str, n: int
-) -> tuple[float, float]:
+    telegram: FakeTelegram,
+    openai: FakeOpenAI,
+    workdir: Path,
+    provider: str,
+    n: int,
+    env: dict[str, str],
+) -> tuple[float, float, float]:
     config = workdir / f"chatbridge-{provider}-{n}.yaml"
     config.write_text(
         CONFIG.format(
@@ -65,16 +72,17 @@ async def one_run(
     polls = len(telegram.calls_to("getUpdates"))
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
-        *CHATBRIDGE, "run", "--config", str(config), env=clean_env(),
+        *CHATBRIDGE, "run", "--config", str(config), env=env, cwd=workdir,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, within=60)
     polled = time.perf_counter() - started
+    cpu = cpu_seconds(process.pid)
     await telegram.wait_for(lambda: bool(telegram.bot_texts(chat)), within=60)
     answered = time.perf_counter() - started
     process.terminate()
     await process.wait()
-    return polled, answered
+    return polled, answered, cpu
 
 
 DISCORD_CONFIG = """
@@ -86,12 +94,22 @@ providers:
   main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "http://127.0.0.1:9/v1"}}
 """
 HEAVY = {
+    "yaml", "pydantic",
     "redis", "telegram", "discord", "slack_bolt", "slack_sdk", "openai", "anthropic",
     "aiohttp", "prometheus_client", "telegramify_markdown", "markdown_to_mrkdwn", "httpx",
 }  # fmt: skip
 
 
-async def discord_run(discord: FakeDiscord, workdir: Path, n: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far: what start-up
+    costs, unlike wall time, barely moves with other load on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def discord_run(
+    discord: FakeDiscord, workdir: Path, n: int, env: dict[str, str]
+) -> tuple[float, float]:
     """Process start -> the fake gateway's IDENTIFY."""
     config = workdir / f"discord-{n}.yaml"
     config.write_text(
@@ -103,37 +121,38 @@ async def discord_run(discord: FakeDiscord, workdir: Path, n: int) -> float:
     identified = discord.identify_count
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
-        *CHATBRIDGE, "run", "--config", str(config), env=clean_env(),
+        *CHATBRIDGE, "run", "--config", str(config), env=env, cwd=workdir,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     await discord.wait_for(lambda: discord.identify_count > identified, within=60)
     elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(process.pid)
     process.terminate()
     await process.wait()
-    return elapsed
+    return elapsed, cpu
 
 
-async def imports_at_first_poll(telegram: FakeTelegram, workdir: Path) -> list[str]:
-    """The heavy packages a Telegram-only run (openai provider) had imported
-    when its first getUpdates arrived (`-X importtime`, killed right then)."""
-    config = workdir / "imports.yaml"
-    config.write_text(
-        CONFIG.format(
-            token=telegram.token, base_url=telegram.base_url, db=workdir / "imports.db",
-            port=free_port(), user=USER,
-            provider=PROVIDERS["openai"].format(openai="http://127.0.0.1:9/v1"),
-        )
-    )  # fmt: skip
-    polls = len(telegram.calls_to("getUpdates"))
-    log = workdir / "importtime.txt"
-    with log.open("w") as err:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-X", "importtime", "-m", "chatbridge", "run", "--config",
-            str(config), env=clean_env(), stdout=subprocess.DEVNULL, stderr=err,
+async def imports_at_first_poll(workdir: Path, env: dict[str, str], tag: int) -> list[str]:
+    """The heavy packages a Telegram-only run (openai provider) imports before
+    its first poll: `-X importtime`, with the fake refusing deleteWebhook (the
+    last call before polling), so the run stops exactly there."""
+    async with FakeTelegram() as telegram:
+        telegram.forget_method("deleteWebhook")
+        config = workdir / f"imports{tag}.yaml"
+        config.write_text(
+            CONFIG.format(
+                token=telegram.token, base_url=telegram.base_url,
+                db=workdir / f"imports{tag}.db", port=free_port(), user=USER,
+                provider=PROVIDERS["openai"].format(openai="http://127.0.0.1:9/v1"),
+            )
         )  # fmt: skip
-        await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, within=60)
-        process.kill()
-        await process.wait()
+        log = workdir / f"importtime{tag}.txt"
+        with log.open("w") as err:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-X", "importtime", "-m", "chatbridge", "run", "--config",
+                str(config), env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+            await asyncio.wait_for(process.wait(), 60)
     names = {
         line.split("|")[-1].strip().split(".")[0]
         for line in log.read_text().splitlines()
@@ -156,33 +175,85 @@ def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
 
 
-async def main(runs: int) -> None:
-    times: dict[str, list[tuple[float, float]]] = {p: [] for p in PROVIDERS}
-    identify: list[float] = []
-    async with (
-        FakeTelegram() as telegram,
-        FakeOpenAI(default_text="Mittwoch.") as openai,
-        FakeDiscord() as discord,
-    ):
-        with tempfile.TemporaryDirectory() as tmp:
+def before_tree(revision: str, root: Path) -> dict[str, str]:
+    """A child environment running `revision` of this repository: its tree
+    extracted under `root`, laid out as the `chatbridge` package, first on
+    PYTHONPATH (ahead of the installed editable one)."""
+    source = root / "source"
+    source.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", revision], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    package = root / "path" / "chatbridge"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (package / name).write_bytes((source / "chatbridge" / name).read_bytes())
+    for part in ("core", "platforms", "providers", "config"):
+        (package / part).symlink_to(source / part)
+    env = clean_env()
+    site, *rest = env["PYTHONPATH"].split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([site, str(root / "path"), *rest])
+    return env
+
+
+async def main(runs: int, before: str | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"now": clean_env()}
+        if before:
+            trees[f"before ({before})"] = before_tree(before, Path(tmp) / "before")
+        times: dict[tuple[str, str], list[tuple[float, float, float]]] = {
+            (t, p): [] for t in trees for p in PROVIDERS
+        }
+        identify: dict[str, list[tuple[float, float]]] = {t: [] for t in trees}
+        at_poll: dict[str, list[str]] = {}
+        async with (
+            FakeTelegram() as telegram,
+            FakeOpenAI(default_text="Mittwoch.") as openai,
+            FakeDiscord() as discord,
+        ):
+            work = Path(tmp)
             for n in range(runs):
-                for provider in PROVIDERS if n % 2 == 0 else reversed(PROVIDERS):
-                    times[provider].append(await one_run(telegram, openai, Path(tmp), provider, n))
-                identify.append(await discord_run(discord, Path(tmp), n))
-            at_poll = await imports_at_first_poll(telegram, Path(tmp))
+                order = list(trees) if n % 2 == 0 else list(reversed(trees))
+                for tree in order:
+                    env = trees[tree]
+                    for provider in PROVIDERS if n % 2 == 0 else reversed(PROVIDERS):
+                        tag = n * 10 + order.index(tree)
+                        result = await one_run(telegram, openai, work, provider, tag, env)
+                        times[(tree, provider)].append(result)
+                    identify[tree].append(
+                        await discord_run(discord, work, n * 10 + len(at_poll), env)
+                    )
+            for index, tree in enumerate(trees):
+                at_poll[tree] = await imports_at_first_poll(work, trees[tree], index)
     print(
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {runs} runs per "
-        "provider, alternating; median (min–max)\n"
+        "row, alternating; median (min–max)\n"
     )
-    print("| provider | process start -> first getUpdates | -> first answer in the chat |")
+    print(
+        "| code | provider | start -> first getUpdates | its CPU time | "
+        "-> first answer in the chat |"
+    )
+    print("|---|---|---:|---:|---:|")
+    for (tree, provider), rows in times.items():
+        polled, answered, cpu = ([row[i] for row in rows] for i in range(3))
+        print(
+            f"| {tree} | {provider} | {_summary(polled)} | {_summary(cpu)} | {_summary(answered)} |"
+        )
+    print("\n| code | start -> Discord IDENTIFY (openai provider) | its CPU time |")
     print("|---|---:|---:|")
-    for provider, pairs in times.items():
-        polled, answered = [p for p, _ in pairs], [a for _, a in pairs]
-        print(f"| {provider} | {_summary(polled)} | {_summary(answered)} |")
-    print(f"| discord (openai) | process start -> IDENTIFY: {_summary(identify)} | |")
+    for tree, pairs in identify.items():
+        print(f"| {tree} | {_summary([w for w, _ in pairs])} | {_summary([c for _, c in pairs])} |")
     print(f"\nheavy modules loaded by importing the engine: {engine_imports() or 'none'}")
-    print(f"heavy packages imported by a Telegram-only run at its first poll: {at_poll}")
+    for tree, names in at_poll.items():
+        print(
+            f"heavy packages a Telegram-only run had imported at its first poll ({tree}): {names}"
+        )
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 7))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs", nargs="?", type=int, default=7)
+    parser.add_argument("--before", help="a git revision to measure side by side, e.g. main")
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.before))
