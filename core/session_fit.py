@@ -163,6 +163,7 @@ def fit_session(
     options = [
         _keep(turns, kept, message, visible, inject_entries, bridge)
         for kept in range(by_count, 0, -1)
+        if turns[len(turns) - 2 * kept].role == "user"  # a damaged session may not alternate
     ]
     sizes = [estimate_tokens(system, *_texts(fitted)) for fitted in options]
     # Down to the low-water mark if some turns still fit there, else as many as fit.

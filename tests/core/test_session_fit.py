@@ -12,7 +12,7 @@ from chatbridge.core.engine import EngineSettings
 from chatbridge.core.memory import build_bridge
 from chatbridge.core.models import MemoryEntry, Turn
 from chatbridge.core.ports import Prompt
-from chatbridge.core.session_fit import choose_entries, estimate_tokens, strip_bridge
+from chatbridge.core.session_fit import choose_entries, estimate_tokens, fit_session, strip_bridge
 from tests.support import long_chat
 from tests.support.chemitek import TRACKING, UNDERSTOOD
 from tests.support.fakes import ScriptedProvider
@@ -164,3 +164,19 @@ def test_strip_bridge_gives_back_the_message() -> None:
         bridged = build_bridge([entry], "die Frage", now=0.0, language=language, tz=None)
         assert strip_bridge(bridged) == "die Frage"
     assert strip_bridge("plain") == "plain"
+
+
+def test_a_session_that_does_not_alternate_never_bridges_an_answer() -> None:
+    """A damaged turn left out on load can leave an answer first: the block
+    only ever goes on a user turn."""
+    turns = [Turn("assistant", "a0"), Turn("user", "u1"), Turn("assistant", "a1" * 200)]
+    turns += [Turn("user", "u2"), Turn("assistant", "a2")]
+    fitted = fit_session(
+        turns, "u3", system="s", ring=[_entry(0, "alt")], key="k", started_at=10.0,
+        max_tokens=80, max_turns=40, inject_entries=5,
+        bridge=lambda entries, text, at: f"<block {len(entries)}> {text}",
+    )  # fmt: skip
+    assert fitted.rewritten
+    assert [t.role for t in fitted.turns] == ["user", "assistant"]
+    assert fitted.turns[0].content == "<block 1> u2"
+    assert fitted.content == "u3"
