@@ -25,7 +25,7 @@ class ConcurrencyProbe(ScriptedProvider):
         self.running = 0
         self.peak = 0
 
-    async def stream(self, prompt):  # type: ignore[no-untyped-def, override]
+    async def stream(self, prompt):
         self.running += 1
         self.peak = max(self.peak, self.running)
         try:

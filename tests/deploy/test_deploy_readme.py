@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO
+from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy"
 README = DEPLOY / "README.md"

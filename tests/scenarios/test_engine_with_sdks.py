@@ -18,11 +18,11 @@ from tests.support.testbot import ALICE, make_testbot
 
 def _provider(kind: str, fake: FakeSSEServer) -> Provider:
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
-    return cls(  # type: ignore[abstract]
+    return cls(
         "main",
         model="test-model",
         api_key="sk-test",
-        base_url=fake.base_url,  # type: ignore[attr-defined]
+        base_url=fake.base_url,
         timeout=5.0,
         max_retries=0,
         max_tokens=256,
