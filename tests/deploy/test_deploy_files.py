@@ -163,7 +163,10 @@ def test_no_secret_is_baked_into_the_image(dockerfile: list[Instruction]) -> Non
 
 def test_dev_extras_are_not_installed(dockerfile: list[Instruction]) -> None:
     runs = " ".join(i.args for i in dockerfile if i.name == "RUN")
-    assert re.search(r"pip install (--\S+ )*\.(\s|$|&)", runs), "chatbridge is not pip-installed"
+    assert re.search(r"pip install (--\S+ )*'?\.(\[all\])?'?(\s|$|&)", runs), (
+        "chatbridge is not pip-installed"
+    )
+    assert "'.[all]'" in runs, "the image lacks a platform's SDK or the Redis client"
     assert "[dev]" not in runs, "the image installs the dev extras"
     assert " -e " not in runs, "the image installs chatbridge editable"
 
