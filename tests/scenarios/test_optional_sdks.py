@@ -19,10 +19,11 @@ import pytest
 
 from tests.support.cli import CHATBRIDGE, ChatSession, clean_env, free_port, run_cli
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
 TELEGRAM = "telegram,telegramify_markdown"
 DISCORD = "discord"
 SLACK = "slack_bolt,slack_sdk,markdown_to_mrkdwn"
@@ -99,11 +100,7 @@ async def test_chat_runs_with_no_optional_sdk_installed(tmp_path: Path) -> None:
 
 async def test_a_telegram_only_bot_runs_without_the_other_sdks(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(
-            "providers:\n  main: {type: debug}\n"
-            f"platforms:\n  telegram:\n    enabled: true\n    base_url: {telegram.base_url}\n"
-            f"access:\n  allow: [telegram:{ALICE}]\nserver:\n  port: {free_port()}\n"
-        )
+        write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url, debug=True)
         env = clean_env({"TELEGRAM_BOT_TOKEN": telegram.token, **_hide(DISCORD, SLACK, REDIS)})
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path, env=env,
