@@ -72,7 +72,7 @@ async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
         )
 
     chain = FallbackProvider([down("main"), down("backup")])
-    bot = await make_testbot(tmp_path, provider=chain)  # type: ignore[arg-type]
+    bot = await make_testbot(tmp_path, provider=chain)
     reply = await bot.say("Check wo das Chemitek-Paket bleibt")
     assert "main, backup" in reply
     assert "noch einmal" in reply

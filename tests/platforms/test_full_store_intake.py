@@ -17,7 +17,7 @@ import pytest
 
 from chatbridge.core.app.serve import _Readiness
 from chatbridge.core.engine import EngineSettings
-from chatbridge.core.store import SqliteStore, StoreError
+from chatbridge.core.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.telegram import TelegramPlatform
 from tests.core.store.helpers import inbox_entry
@@ -31,9 +31,7 @@ NO_LIMIT = 1_073_741_823  # SQLite's largest max_page_count
 
 def _connection(bot: TestBot) -> sqlite3.Connection:
     """The store's own connection: max_page_count is per connection."""
-    store = bot.engine.store
-    assert isinstance(store, SqliteStore)
-    return store._conn()
+    return bot.sqlite._conn()
 
 
 def _fill(bot: TestBot) -> None:

@@ -366,7 +366,7 @@ async def test_a_full_database_says_so_without_the_text_being_written(tmp_path: 
     try:
         assert "echo" in await bot.say("erst")
         # max_page_count is per connection: the store's own (the test's way to fill it).
-        db = bot.engine.store._conn()  # type: ignore[attr-defined]
+        db = bot.sqlite._conn()
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         db.execute(f"PRAGMA max_page_count = {pages}")
         with captured() as logs:

@@ -37,7 +37,7 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="word " * 200, chunk_chars=5, chunk_delay=0.02))
         provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
         assert await fake.wait_streams(1), "the answer's stream never opened"
         await bot.say("/new")
@@ -54,7 +54,7 @@ async def test_usage_from_the_sdk_is_counted_and_shown_in_status(kind: str, tmp_
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="Hallo!", usage=(120, 7)))
         provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         assert await bot.say("Hi") == "Hallo!"
         status = await bot.say("/status")
         assert "Tokens heute: 120 rein, 7 raus" in status

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.ports import Provider
 from chatbridge.core.store import SqliteStore
 from tests.support import people
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
@@ -21,11 +25,16 @@ from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 ALICE = str(people.ALICE)  # as the engine sees a user: a string ID
 DEFAULT_ALLOW = (f"telegram:{ALICE}", "telegram:42", "telegram:-100", "telegram:-200")
 
+# The bot's provider type: a `ScriptedProvider` unless the test passes a real
+# one (an OpenAI provider at a fake server, a fallback chain), so
+# `bot.provider.prompts` type-checks where it exists.
+P = TypeVar("P", bound=Provider, default=ScriptedProvider)
 
-class TestBot:
+
+class TestBot(Generic[P]):
     __test__ = False  # not a test class for pytest
 
-    def __init__(self, engine: Engine, clock: ManualClock, provider: ScriptedProvider) -> None:
+    def __init__(self, engine: Engine, clock: ManualClock, provider: P) -> None:
         self.engine = engine
         self.clock = clock
         self.provider = provider
@@ -55,7 +64,15 @@ class TestBot:
 
     @property
     def last_prompt_text(self) -> str:
+        assert isinstance(self.provider, ScriptedProvider), "a scripted provider records prompts"
         return self.provider.prompts[-1].messages[-1].content
+
+    @property
+    def sqlite(self) -> SqliteStore:
+        """The store, which `make_testbot` made SQLite (for tests that reach its connection)."""
+        store = self.engine.store
+        assert isinstance(store, SqliteStore)
+        return store
 
     async def aclose(self) -> None:
         """Close the store (idempotent: a test may close early to restart)."""
@@ -65,17 +82,18 @@ class TestBot:
 async def make_testbot(
     tmp_path: Path,
     *,
-    provider: ScriptedProvider | None = None,
+    provider: P | None = None,
     settings: EngineSettings | None = None,
     allow: tuple[str, ...] = DEFAULT_ALLOW,
     identities: dict[str, list[str]] | None = None,
     max_entries: int = 20,
     clock: ManualClock | None = None,
-) -> TestBot:
+) -> TestBot[P]:
     store = SqliteStore(tmp_path / "bot.db", max_entries=max_entries)
     await store.open()
     clock = clock or ManualClock()
-    provider = provider or ScriptedProvider(lambda prompt: [f"echo: {prompt.messages[-1].content}"])
+    if provider is None:  # P is then its default, ScriptedProvider
+        provider = cast(P, ScriptedProvider(lambda p: [f"echo: {p.messages[-1].content}"]))
     settings = settings or EngineSettings(language="de")
     engine = Engine(
         replace(settings),
@@ -97,19 +115,19 @@ class TestBots:
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
-        self._made: list[TestBot] = []
+        self._made: list[TestBot[Any]] = []
 
     async def __call__(
         self,
         directory: Path | None = None,
         *,
-        provider: ScriptedProvider | None = None,
+        provider: P | None = None,
         settings: EngineSettings | None = None,
         allow: tuple[str, ...] = DEFAULT_ALLOW,
         identities: dict[str, list[str]] | None = None,
         max_entries: int = 20,
         clock: ManualClock | None = None,
-    ) -> TestBot:
+    ) -> TestBot[P]:
         bot = await make_testbot(
             directory or self._directory,
             provider=provider,
