@@ -4,7 +4,7 @@ Run: `python3 -m tests.bench.bench_concurrency [--chats 20] [--rounds 3]`.
 
 Telegram: the real stack in one process (fake Bot API -> python-telegram-bot
 -> `TelegramPlatform` -> engine on SQLite -> openai SDK -> fake OpenAI, an
-answer streaming for about 3 s, `edit_interval` 1 s as by default). All
+answer streaming for about 3 s, `edit_interval` 1 s as by default or `--interval`). All
 chats send one message at the same moment; "to final" runs from then to the
 chat's last `sendMessage`/`editMessageText` (the final text visible). Rows:
 drafts on and off, each with PTB's `AIORateLimiter` (what chatbridge used
@@ -72,7 +72,9 @@ def _provider(llm: FakeOpenAI) -> OpenAIProvider:
     )  # fmt: skip
 
 
-async def telegram_round(chats: int, *, drafts: bool, pacer: bool, home: Path) -> dict[str, Any]:
+async def telegram_round(
+    chats: int, *, drafts: bool, pacer: bool, interval: float, home: Path
+) -> dict[str, Any]:
     users = [FIRST_USER + i for i in range(chats)]
     async with FakeTelegram() as telegram, FakeOpenAI() as llm:
         _script(llm, chats)
@@ -83,7 +85,7 @@ async def telegram_round(chats: int, *, drafts: bool, pacer: bool, home: Path) -
         engine = Engine(EngineSettings(), store=store, provider=provider, access=access)
         config = TelegramConfig.model_validate({
             "enabled": True, "token": telegram.token, "base_url": telegram.base_url,
-            "drafts": drafts,
+            "drafts": drafts, "edit_interval": interval,
         })  # fmt: skip
         bot = TelegramPlatform(config=config, handler=engine, commands=engine.commands)
         if not pacer:
@@ -128,7 +130,9 @@ async def telegram_round(chats: int, *, drafts: bool, pacer: bool, home: Path) -
     }
 
 
-async def discord_round(users_count: int, *, paced: bool, home: Path) -> dict[str, Any]:
+async def discord_round(
+    users_count: int, *, paced: bool, interval: float, home: Path
+) -> dict[str, Any]:
     users = [USER_ID + i for i in range(users_count)]
     async with FakeDiscord() as discord, FakeOpenAI() as llm:
         _script(llm, users_count)
@@ -139,7 +143,7 @@ async def discord_round(users_count: int, *, paced: bool, home: Path) -> dict[st
         engine = Engine(EngineSettings(), store=store, provider=provider, access=access)
         config = DiscordConfig.model_validate({
             "enabled": True, "token": discord.token, "api_base": discord.api_base,
-            "gateway_url": discord.gateway_url,
+            "gateway_url": discord.gateway_url, "edit_interval": interval,
         })  # fmt: skip
         platform = DiscordPlatform(config=config, handler=engine, commands=engine.commands)
         if not paced:
@@ -184,10 +188,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=1.0, help="edit_interval, seconds")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     print(
-        f"# {args.chats} chats at once, {args.rounds} rounds, answers stream ~{STREAM_SECONDS} s; "
+        f"# {args.chats} chats at once, {args.rounds} rounds, answers stream ~{STREAM_SECONDS} s, "
+        f"edit_interval {args.interval:g} s; "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs\n"
     )
     kinds = [(d, p) for d in (True, False) for p in (False, True)]
@@ -197,10 +203,20 @@ async def main() -> None:
         for n in range(args.rounds):
             for drafts, pacer in kinds if n % 2 == 0 else reversed(kinds):
                 results[(drafts, pacer)].append(
-                    await telegram_round(args.chats, drafts=drafts, pacer=pacer, home=Path(tmp))
+                    await telegram_round(
+                        args.chats,
+                        drafts=drafts,
+                        pacer=pacer,
+                        interval=args.interval,
+                        home=Path(tmp),
+                    )
                 )
             for paced in (False, True) if n % 2 == 0 else (True, False):
-                dc[paced].append(await discord_round(args.chats, paced=paced, home=Path(tmp)))
+                dc[paced].append(
+                    await discord_round(
+                        args.chats, paced=paced, interval=args.interval, home=Path(tmp)
+                    )
+                )
     print("Telegram (private chats):\n")
     print("| drafts, limiter | to final p50 s | p90 s | busiest second (calls) | busiest chat "
           "(msgs in 1 s) | calls per answer |")  # fmt: skip
