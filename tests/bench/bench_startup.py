@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_discord import TOKEN, FakeDiscord
@@ -51,8 +52,37 @@ PROVIDERS = {
 }
 
 
+class WatchedTelegram(FakeTelegram):
+    """The fake Bot API, noting the moment and the watched process's CPU time
+    as its first getUpdates arrives (not some polling interval later)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch: int | None = None
+        self.seen: tuple[float, float] | None = None
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.watch is not None and self.seen is None:
+            self.seen = (time.perf_counter(), cpu_seconds(self.watch))
+        return await super()._api_getUpdates(params)
+
+
+class WatchedDiscord(FakeDiscord):
+    """The fake Discord, noting the same as IDENTIFY arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch: int | None = None
+        self.seen: tuple[float, float] | None = None
+
+    async def _identify(self, conn: Any, data: dict[str, Any]) -> None:
+        if self.watch is not None and self.seen is None:
+            self.seen = (time.perf_counter(), cpu_seconds(self.watch))
+        await super()._identify(conn, data)
+
+
 async def one_run(
-    telegram: FakeTelegram,
+    telegram: WatchedTelegram,
     openai: FakeOpenAI,
     workdir: Path,
     provider: str,
@@ -69,15 +99,16 @@ async def one_run(
     )  # fmt: skip
     chat = USER + n + (0 if provider == "debug" else 10_000)  # a fresh chat each run
     telegram.push_text(chat, USER, f"Wo ist das Paket {n}?")
-    polls = len(telegram.calls_to("getUpdates"))
+    telegram.seen = None
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         *CHATBRIDGE, "run", "--config", str(config), env=env, cwd=workdir,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    await telegram.wait_for(lambda: len(telegram.calls_to("getUpdates")) > polls, within=60)
-    polled = time.perf_counter() - started
-    cpu = cpu_seconds(process.pid)
+    telegram.watch = process.pid
+    await telegram.wait_for(lambda: telegram.seen is not None, within=60)
+    assert telegram.seen is not None
+    polled, cpu = telegram.seen[0] - started, telegram.seen[1]
     await telegram.wait_for(lambda: bool(telegram.bot_texts(chat)), within=60)
     answered = time.perf_counter() - started
     process.terminate()
@@ -108,7 +139,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def discord_run(
-    discord: FakeDiscord, workdir: Path, n: int, env: dict[str, str]
+    discord: WatchedDiscord, workdir: Path, n: int, env: dict[str, str]
 ) -> tuple[float, float]:
     """Process start -> the fake gateway's IDENTIFY."""
     config = workdir / f"discord-{n}.yaml"
@@ -118,15 +149,16 @@ async def discord_run(
             db=workdir / f"d{n}.db", port=free_port(),
         )
     )  # fmt: skip
-    identified = discord.identify_count
+    discord.seen = None
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         *CHATBRIDGE, "run", "--config", str(config), env=env, cwd=workdir,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    await discord.wait_for(lambda: discord.identify_count > identified, within=60)
-    elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(process.pid)
+    discord.watch = process.pid
+    await discord.wait_for(lambda: discord.seen is not None, within=60)
+    assert discord.seen is not None
+    elapsed, cpu = discord.seen[0] - started, discord.seen[1]
     process.terminate()
     await process.wait()
     return elapsed, cpu
@@ -207,11 +239,8 @@ async def main(runs: int, before: str | None) -> None:
         }
         identify: dict[str, list[tuple[float, float]]] = {t: [] for t in trees}
         at_poll: dict[str, list[str]] = {}
-        async with (
-            FakeTelegram() as telegram,
-            FakeOpenAI(default_text="Mittwoch.") as openai,
-            FakeDiscord() as discord,
-        ):
+        telegram, discord = WatchedTelegram(), WatchedDiscord()
+        async with telegram, FakeOpenAI(default_text="Mittwoch.") as openai, discord:
             work = Path(tmp)
             for n in range(runs):
                 order = list(trees) if n % 2 == 0 else list(reversed(trees))
