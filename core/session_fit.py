@@ -23,6 +23,7 @@ so "Soll Mittwoch kommen" still finds the parcel it refers to.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,8 +85,13 @@ def strip_bridge(content: str) -> str:
     return content
 
 
+@functools.lru_cache(maxsize=256)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.casefold()))
+
+
 def _words(*texts: str) -> set[str]:
-    return {word for text in texts for word in _WORD.findall(text.casefold())}
+    return set().union(*(_words_of(text) for text in texts))
 
 
 def choose_entries(
@@ -160,17 +166,20 @@ def fit_session(
     over = estimate_tokens(system, *(turn.content for turn in turns), message) > max_tokens
     target = int(max_tokens * LOW_WATER) if over else max_tokens
     visible = _Ring(ring, key, started_at)
-    options = [
-        _keep(turns, kept, message, visible, inject_entries, bridge)
-        for kept in range(by_count, 0, -1)
-        if turns[len(turns) - 2 * kept].role == "user"  # a damaged session may not alternate
-    ]
-    sizes = [estimate_tokens(system, *_texts(fitted)) for fitted in options]
-    # Down to the low-water mark if some turns still fit there, else as many as fit.
-    for limit in (target, max_tokens):
-        for fitted, size in zip(options, sizes, strict=True):
-            if size <= limit:
-                return fitted
+    # Down to the low-water mark if some turns still fit there, else as many
+    # as fit: newest first, stopping at the first that meets the target.
+    fallback: Fitted | None = None
+    for kept in range(by_count, 0, -1):
+        if turns[len(turns) - 2 * kept].role != "user":
+            continue  # a damaged session may not alternate
+        fitted = _keep(turns, kept, message, visible, inject_entries, bridge)
+        size = estimate_tokens(system, *_texts(fitted))
+        if size <= target:
+            return fitted
+        if fallback is None and size <= max_tokens:
+            fallback = fitted
+    if fallback is not None:
+        return fallback
     candidates, _ = visible.dropped(0)
     entries = choose_entries(candidates, message, inject_entries)
     content = fit_bridge(entries, message, system=system, max_tokens=max_tokens, bridge=bridge)
