@@ -335,3 +335,26 @@ async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:  
     await _until(lambda: _true(any(m.text == "re c7m2" for m in chats["7"].messages)), 5)
     ring = await a.store.ring("telegram:7", since=0.0)
     assert [e.user_message for e in ring] == ["c7m2"]
+
+
+class BuggyProvider(TrackingProvider):
+    """A provider with a bug: it raises something none of our error types cover."""
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        self.streams.append(prompt.messages[-1].content)
+        raise RuntimeError("a bug in the provider")
+        yield TextDelta("")  # an async generator, like a real stream
+
+
+async def test_an_unexpected_error_is_told_once_not_on_every_sweep(make) -> None:  # type: ignore[no-untyped-def]
+    provider, chats = BuggyProvider(), Chats()
+    a, b = await make(provider, chats), await make(provider, chats)
+    assert await a.engine.accept(_message("8", "c8m1"))
+    # Closed as failed (nothing pending) after one sentence, on one replica.
+    await _until(_answered(chats, a.store, {"8": 1}), 5)
+    started = time.monotonic()
+    await _until(lambda: _true(time.monotonic() - started > 1.5 * TTL), 3 * TTL)
+    assert await a.scheduler.sweep() == 0
+    assert await b.scheduler.sweep() == 0
+    assert chats["8"].texts == [say("en", "internal_error")]
+    assert provider.streams == ["c8m1"]
