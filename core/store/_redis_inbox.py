@@ -149,7 +149,7 @@ class RedisInbox(RedisConnection):
             str(self._ttl_ms),
             conversation,
         ]
-        return await self._script(_ADD, keys, args) == 1
+        return bool(await self._script(_ADD, keys, args) == 1)
 
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None

@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -98,7 +98,7 @@ class Replica:
 
 
 @pytest.fixture
-def prefix() -> AsyncIterator[str]:
+def prefix() -> Iterator[str]:
     reason = redis_unavailable()
     if reason:
         pytest.skip(reason)
@@ -173,7 +173,7 @@ def _answered(
     return check
 
 
-async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> None:
     provider, chats = TrackingProvider(), Chats()
     replicas = [await make(provider, chats) for _ in range(3)]
     texts = [f"c1m{i}" for i in range(9)]
@@ -187,7 +187,7 @@ async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> N
     assert [e.user_message for e in ring] == texts
 
 
-async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:
     provider, chats = TrackingProvider(), Chats()
     a, b = await make(provider, chats), await make(provider, chats)
     message = _message("2", "c2m1", event="42")
@@ -199,7 +199,7 @@ async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:  #
     assert provider.streams == ["c2m1"]
 
 
-async def test_many_conversations_spread_randomly_are_all_answered_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_many_conversations_spread_randomly_are_all_answered_once(make) -> None:
     provider, chats = TrackingProvider(chunk_delay=0.005), Chats()
     replicas = [await make(provider, chats) for _ in range(3)]
     rng = random.Random(7)
@@ -218,7 +218,7 @@ async def test_many_conversations_spread_randomly_are_all_answered_once(make) ->
         assert [e.user_message for e in ring] == texts
 
 
-async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(  # type: ignore[no-untyped-def]
+async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(
     make, prefix: str
 ) -> None:
     provider, chats = TrackingProvider(), Chats()
@@ -235,7 +235,7 @@ async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(  # 
     assert chats["3"].texts == ["re c3m1"]
 
 
-async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None:  # type: ignore[no-untyped-def]
+async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None:
     chats = Chats()
     stuck = TrackingProvider()
     stuck.gate = asyncio.Event()  # never set: the dead replica hangs mid-answer
@@ -247,8 +247,8 @@ async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None
     async def no_keep(*_: object) -> None:
         return None
 
-    dead.leases._release = no_release  # type: ignore[method-assign]
-    dead.leases._keep = no_keep  # type: ignore[method-assign]
+    dead.leases._release = no_release
+    dead.leases._keep = no_keep
     assert await dead.engine.accept(_message("4", "c4m1"))
     await _until(lambda: _true(bool(stuck.streams)), 2)
     for task in list(dead.scheduler._tasks):  # it dies: the lease stays until its ttl
@@ -300,7 +300,7 @@ async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str)
         await store.aclose()
 
 
-async def test_an_answer_whose_lease_was_lost_is_finished_by_the_next_holder(  # type: ignore[no-untyped-def]
+async def test_an_answer_whose_lease_was_lost_is_finished_by_the_next_holder(
     make, prefix: str
 ) -> None:
     provider, chats = TrackingProvider(), Chats()
@@ -325,7 +325,7 @@ async def test_an_answer_whose_lease_was_lost_is_finished_by_the_next_holder(  #
     assert [t.content for t in session.turns] == ["c6m1", "re c6m1"]
 
 
-async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:  # type: ignore[no-untyped-def]
+async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:
     provider, chats = TrackingProvider(chunk_delay=0.3), Chats()
     a, b = await make(provider, chats, cancel=True), await make(provider, chats, cancel=True)
     assert await a.engine.accept(_message("7", "c7m1"))
@@ -346,7 +346,7 @@ class BuggyProvider(TrackingProvider):
         yield TextDelta("")  # an async generator, like a real stream
 
 
-async def test_an_unexpected_error_is_told_once_not_on_every_sweep(make) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unexpected_error_is_told_once_not_on_every_sweep(make) -> None:
     provider, chats = BuggyProvider(), Chats()
     a, b = await make(provider, chats), await make(provider, chats)
     assert await a.engine.accept(_message("8", "c8m1"))
