@@ -137,7 +137,7 @@ def fits(
     turns: Sequence[Turn], message: str, *, system: str, max_tokens: int, max_turns: int
 ) -> bool:
     """True when the session goes out as it is: no trim, so no ring read."""
-    if len(turns) > max_turns or len(turns) % 2:
+    if len(turns) > max_turns:
         return False
     return estimate_tokens(system, *(turn.content for turn in turns), message) <= max_tokens
 
