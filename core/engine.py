@@ -37,6 +37,7 @@ from chatbridge.core.incoming import clean_text
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
+from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels
 from chatbridge.core.ports import Outbox, Provider
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import LeaseLost, Store, StoreError
@@ -71,13 +72,17 @@ class Engine:
         leases: ConversationLeases | None = None,
         notices: CancelNotices | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        places: ScopeResolver | None = None,
     ) -> None:
         """`leases` shared with other replicas (Redis) make this a replica:
         `resume` then also starts the sweep every `lease_ttl` seconds, which
-        must be the leases' ttl. Without them ordering is in-process."""
+        must be the leases' ttl. Without them ordering is in-process.
+        `places` resolves each message's scopes; without it every place has
+        `settings` and `provider`."""
         self.settings = settings
         self.store = store
         self.provider = provider
+        self.places = places or ScopeResolver(base=settings, provider=provider)
         self.access = access or AccessPolicy()
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
@@ -90,13 +95,13 @@ class Engine:
         self._background: set[asyncio.Task[None]] = set()
         self._superseded: dict[str, float] = {}  # cancel mode: newest received_at elsewhere
         self._inflight_at: dict[str, float] = {}  # received_at of the reply in self._inflight
+        self._session_models = SessionModels()
         self._answerer = Answerer(
-            settings,
             store=store,
-            provider=provider,
             clock=self.clock,
             access=self.access,
             metrics=self.metrics,
+            session_models=self._session_models,
         )
         self._outboxes: dict[str, OutboxFactory] = {}
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
@@ -108,24 +113,35 @@ class Engine:
         self._draining = False
 
     def reconfigure(
-        self, settings: EngineSettings, *, provider: Provider, access: AccessPolicy
+        self,
+        settings: EngineSettings,
+        *,
+        provider: Provider,
+        access: AccessPolicy,
+        places: ScopeResolver | None = None,
     ) -> Provider:
-        """Swap in a reloaded config for every message not yet being answered.
+        """Swap in a reloaded config (scopes too) for every message not yet
+        being answered.
 
         Answers in flight finish with what they started with; returns the
         previous provider, which the caller closes once the engine is done.
         """
         old = self.provider
         self.settings, self.provider, self.access = settings, provider, access
+        self.places = places or ScopeResolver(base=settings, provider=provider)
         self._answerer = Answerer(
-            settings,
             store=self.store,
-            provider=provider,
             clock=self.clock,
             access=access,
             metrics=self.metrics,
+            session_models=self._session_models,
         )
         return old
+
+    def requires_mention(self, place: tuple[str, ...]) -> bool:
+        """The `MentionRule` of the current config: adapters ask it before an
+        unaddressed group message may reach the inbox."""
+        return self.places.requires_mention(place)
 
     # -- intake ---------------------------------------------------------------
 
@@ -154,7 +170,8 @@ class Engine:
         entry = InboxEntry(key, message, received_at=received_at)
         if not await self.store.inbox_add(entry):
             log.info("dropped redelivered event %s", message.event_id)
-            self.metrics.count(message.conversation.platform, "duplicate")
+            scope = self.places.for_message(message).metric_scope
+            self.metrics.count(message.conversation.platform, "duplicate", scope=scope)
             return False
         self._schedule(entry)
         if self.settings.cancel_on_new_message and parse_command(message.text) is None:
@@ -271,8 +288,9 @@ class Engine:
             log.error("no outbox for %s; it stays in the inbox", entry.key)
             return
         started = time.monotonic()
+        place = self.places.for_message(message)  # once per message; every consumer reads it
         try:
-            outcome = await self._route(entry, outbox, ticket)
+            outcome = await self._route(entry, outbox, ticket, place)
         except StoreError as exc:
             # The store (a Redis outage, a full disk) failed before an answer
             # could be stored; the user hears so instead of silence.
@@ -286,7 +304,7 @@ class Engine:
             log.error("answering %s failed: %s", entry.key, exc, exc_info=True)
             await send_text(outbox, self.settings.say("internal_error"))
             outcome = "failed"
-        self.metrics.count(platform, outcome)
+        self.metrics.count(platform, outcome, scope=place.metric_scope)
         if outcome == "answered":
             self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)
 
@@ -294,18 +312,22 @@ class Engine:
         factory = self._outboxes.get(message.conversation.platform)
         return factory(message) if factory is not None else None
 
-    async def _route(self, entry: InboxEntry, outbox: Outbox, ticket: int) -> str:
+    async def _route(
+        self, entry: InboxEntry, outbox: Outbox, ticket: int, place: PlaceSettings
+    ) -> str:
         """Answer one inbox entry; returns its outcome (a `core.metrics.OUTCOMES` name)."""
-        message, settings = entry.message, self.settings
+        message, settings = entry.message, place.settings
         conversation = message.conversation
         if not self.access.allowed(conversation):
             log.info("denied %s in %s", conversation.user_id, conversation.chat_id)
-            await send_text(outbox, settings.say("denied", user_id=conversation.user_id))
+            if message.addressed:  # chatter where no mention is needed gets no denial
+                await send_text(outbox, settings.say("denied", user_id=conversation.user_id))
             await self.store.inbox_done(entry.key)
             return "denied"
         command = parse_command(message.text)
         if command is not None:
-            await send_text(outbox, await run_command(command, message, self._command_context()))
+            context = self._command_context(place)
+            await send_text(outbox, await run_command(command, message, context))
             await self.store.inbox_done(entry.key)
             return "command"
         late = self.clock.now() - entry.received_at > settings.redeliver_within
@@ -318,7 +340,7 @@ class Engine:
         outcome = await self._run_exclusive(
             entry,
             ticket,
-            lambda fence: self._answerer.answer(entry, outbox, self._cut, fence=fence),
+            lambda fence: self._answerer.answer(entry, outbox, self._cut, place=place, fence=fence),
         )
         if outcome == "cancelled":
             await self.store.inbox_done(entry.key)
@@ -328,16 +350,16 @@ class Engine:
         """True when a cancelled reply was cut by shutdown (it stays in the inbox)."""
         return self._draining
 
-    def _command_context(self) -> CommandContext:
-        provider = self.provider
+    def _command_context(self, place: PlaceSettings) -> CommandContext:
         return CommandContext(
             store=self.store,
             access=self.access,
             clock=self.clock,
-            settings=self.settings,
-            model=f"{provider.model} ({provider.name})",
+            settings=place.settings,
+            model=place.model_label,
             control=self,
             last_usage=self.metrics.last_usage,
+            scope=place.scope,
         )
 
     # -- ordering, cancelling, draining ----------------------------------------

@@ -47,4 +47,5 @@ def from_config(config: Any, context: Any) -> DiscordPlatform:
         cursors=getattr(context, "cursors", None),
         metrics=getattr(context, "metrics", None),
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )

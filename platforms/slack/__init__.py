@@ -46,4 +46,5 @@ def from_config(config: Any, context: Any) -> SlackPlatform:
         commands=context.commands,
         server=context.server,
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )
