@@ -173,7 +173,8 @@ def _warnings(config: ChatbridgeConfig, source: str, lines: dict[Loc, int]) -> l
         if platform not in enabled:
             loc: Loc = ("scopes", scope_id)
             message = (
-                f"platforms.{platform} is not enabled; this scope applies once it is (warning)"
+                f"warning: platforms.{platform} is not enabled, so this scope applies to "
+                "nothing until it is"
             )
             line = line_for(lines, loc)
             found.append(ConfigIssue(file=source, line=line, path=format_loc(loc), message=message))
