@@ -160,3 +160,16 @@ def test_quoted_and_bare_scope_keys_are_the_same(tmp_path: Path) -> None:
     )
     config = load_ok(tmp_path, text)
     assert set(config.scopes) == {"telegram:-100123", "discord:guild:42"}
+
+
+def test_the_readme_scopes_example_validates(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Scopes", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = load_ok(tmp_path, PROVIDERS + example)
+    assert {scope.partition(":")[0] for scope in config.scopes} == {
+        "telegram",
+        "discord",
+        "slack",
+    }
+    assert config.scopes["telegram:-1001234567890"].require_mention is False
