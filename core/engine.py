@@ -295,14 +295,14 @@ class Engine:
             # The store (a Redis outage, a full disk) failed before an answer
             # could be stored; the user hears so instead of silence.
             log.error("store failed on a message in %s: %s", message.conversation.chat_id, exc)
-            await send_text(outbox, self.settings.say("store_failed"))
+            await send_text(outbox, place.settings.say("store_failed"))
             outcome = "failed"
         except asyncio.CancelledError:
             log.info("%s left in the inbox for after the restart", entry.key)
             raise
         except Exception as exc:  # a bug must cost one answer, never the process
             log.error("answering %s failed: %s", entry.key, exc, exc_info=True)
-            await send_text(outbox, self.settings.say("internal_error"))
+            await send_text(outbox, place.settings.say("internal_error"))
             outcome = "failed"
         self.metrics.count(platform, outcome, scope=place.metric_scope)
         if outcome == "answered":

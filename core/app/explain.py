@@ -17,8 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from chatbridge.config import ChatbridgeConfig
-from chatbridge.config._scopes import ScopeSettings, check_scope_id
+from chatbridge.config import ChatbridgeConfig, ScopeSettings, check_scope_id
 from chatbridge.core.app.registry import PLATFORMS
 from chatbridge.core.app.scopes import resolver_from_config
 from chatbridge.core.app.wiring import choose_provider, settings_from_config

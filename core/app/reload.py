@@ -77,6 +77,8 @@ class Reloader:
             return False
         if self._on_secrets is not None:
             self._on_secrets(secrets_of(new, self._environ))
+        for warning in new.warnings:
+            log.warning("%s", warning)
         needs_restart = [k for k in RESTART_KEYS if _value(new, k) != _value(self._current, k)]
         if needs_restart:
             log.warning(

@@ -13,8 +13,7 @@ import contextlib
 import logging
 from typing import Any
 
-from chatbridge.config import ChatbridgeConfig
-from chatbridge.config._scopes import ScopeSettings, top_level_of
+from chatbridge.config import ChatbridgeConfig, ScopeSettings, top_level_of
 from chatbridge.core.places import ScopeResolver
 from chatbridge.core.settings import EngineSettings
 from chatbridge.providers.base import Provider
