@@ -75,7 +75,7 @@ def accept(
     elif msg.chat.type in (Chat.GROUP, Chat.SUPERGROUP):
         kind = ChatKind.GROUP
         addressed = _addressed_to_me(msg, me)
-        if not addressed and mention_rule(place):
+        if not addressed and (mention_rule(place) or _command_for_another(msg, me)):
             return None
     else:
         return None
@@ -182,6 +182,15 @@ def _command_for_me(msg: Message, me: BotIdentity) -> bool:
             continue
         _, at, target = text.partition("@")
         return not at or target.casefold() == me.username.casefold()
+    return False
+
+
+def _command_for_another(msg: Message, me: BotIdentity) -> bool:
+    """`/cmd@otherbot`: never ours, also where no mention is needed."""
+    for entity, text in _entity_texts(msg, [MessageEntity.BOT_COMMAND]).items():
+        if entity.offset == 0:
+            _, at, target = text.partition("@")
+            return bool(at) and target.casefold() != me.username.casefold()
     return False
 
 
