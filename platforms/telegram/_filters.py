@@ -41,16 +41,12 @@ class BotIdentity:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """An update the engine should see, plus where its reply goes.
-
-    `reply_to` is the triggering message in groups (so the answer quotes the
-    question among other chatter) and `None` in private chats.
+    """An update the engine should see. Where its reply goes travels in
+    `message.reply_address` (`encode_address`): in groups the answer quotes
+    the triggering message among other chatter; in private chats it does not.
     """
 
     message: IncomingMessage
-    chat_id: int
-    thread_id: int | None
-    reply_to: int | None
 
 
 def accept(
@@ -102,9 +98,6 @@ def accept(
             place=place,
             addressed=addressed,
         ),
-        chat_id=msg.chat.id,
-        thread_id=thread,
-        reply_to=reply_to,
     )
 
 
