@@ -5,8 +5,9 @@ ID or the config section it comes from, resolved by the same `ScopeResolver`
 the engine uses. A place is a scope ID (`telegram:-100123`, `discord:2345…`,
 `slack:C0TEAM`, also `discord:guild:ID`, `slack:team:T…` or a platform) with
 an optional `/thread:ID`. A channel's server/workspace is asked of the
-platform with the configured token (each platform package's `locate`); when
-that fails, the lines a server scope could still set say `server unknown`.
+platform with the configured token (each platform package's `locate`), if
+the platform is enabled; when that fails, the lines a server scope could
+still set say `server unknown`.
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ async def chain_of(place: Place, config: ChatbridgeConfig) -> tuple[tuple[str, .
     if not place.chat:
         server = place.scope_id if place.scope_id != platform else ""
         return tuple(s for s in (server, platform) if s), True
-    module = importlib.import_module(PLATFORMS[platform])
-    section = getattr(config.platforms, platform)
-    found = await module.locate(section, place.chat, place.thread)
+    found = None
+    if platform in config.platforms.enabled:  # a disabled platform is not asked
+        module = importlib.import_module(PLATFORMS[platform])
+        section = getattr(config.platforms, platform)
+        found = await module.locate(section, place.chat, place.thread)
     if found is not None:
         return tuple(found), True
     fallback = [place.scope_id, platform]
