@@ -28,6 +28,7 @@ from chatbridge.core.memory import (
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
 from chatbridge.core.outcome import Outcome
+from chatbridge.core.places import PlaceSettings, SessionModels
 from chatbridge.core.ports import (
     DeliveryError,
     Outbox,
@@ -49,27 +50,32 @@ CUT_NOTICE_TIMEOUT = 2.0  # a reply cut by shutdown gets this long to show its n
 
 
 class Answerer:
-    """Turns one inbox entry into a delivered, remembered answer."""
+    """Turns one inbox entry into a delivered, remembered answer, with the
+    settings and provider in force where it was sent (`PlaceSettings`)."""
 
     def __init__(
         self,
-        settings: EngineSettings,
         *,
         store: Store,
-        provider: Provider,
         clock: Clock,
         access: AccessPolicy,
         metrics: Metrics,
+        session_models: SessionModels | None = None,
     ) -> None:
-        self._settings = settings
         self._store = store
-        self._provider = provider
         self._clock = clock
         self._access = access
         self._metrics = metrics
+        self._session_models = session_models or SessionModels()
 
     async def answer(
-        self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
+        self,
+        entry: InboxEntry,
+        outbox: Outbox,
+        cut: Callable[[], bool],
+        *,
+        place: PlaceSettings,
+        fence: int = 0,
     ) -> Outcome:
         """Returns the outcome (the caller closes the entry with it); `cut()`
         tells a shutdown from other cancels.
@@ -77,7 +83,8 @@ class Answerer:
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
-        session, content = await self._open_turn(entry, now)
+        settings, provider = place.settings, place.provider
+        session, content = await self._open_turn(entry, now, place)
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -87,18 +94,18 @@ class Answerer:
         try:
             if entry.answer is None:
                 prompt = Prompt(
-                    system=self._settings.system_prompt,
+                    system=settings.system_prompt,
                     messages=(*session.turns, Turn("user", content)),
                     cache_key=Prompt.cache_key_for(entry.message.conversation.key),
                 )
                 try:
-                    usage = await self._stream(prompt, reply, outbox)
+                    usage = await self._stream(provider, prompt, reply, outbox)
                 except ProviderError as exc:
-                    await self._report_failure(exc, reply)
+                    await self._report_failure(exc, reply, settings, provider)
                     return Outcome.FAILED
                 answer = reply.text.strip()
                 if not answer:
-                    await reply.finish(self._settings.say("empty_answer"))
+                    await reply.finish(settings.say("empty_answer"))
                     return Outcome.FAILED
                 await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
             else:
@@ -106,49 +113,60 @@ class Answerer:
             await reply.finish(answer)
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
-            await self._tell_undelivered(outbox)
+            await self._tell_undelivered(outbox, settings)
             return Outcome.UNDELIVERED
         except asyncio.CancelledError:
             if cut() and reply.started:
-                await self._show_cut(reply)
+                await self._show_cut(reply, settings)
             raise
         finally:
             await reply.aclose()
-        self._metrics.count_usage(entry.message.conversation.key, usage)
+        key = entry.message.conversation.key
+        self._metrics.count_usage(key, usage, scope=place.metric_scope)
+        self._session_models.remember(key, place.fingerprint)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
-            self._remember(entry, session, content, answer, usage, now, fence=fence)
+            self._remember(entry, session, content, answer, usage, now, settings, fence=fence)
         )
         if not stored:
-            await send_text(outbox, self._settings.say("not_stored"))
+            await send_text(outbox, settings.say("not_stored"))
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
 
-    async def _tell_undelivered(self, outbox: Outbox) -> None:
+    async def _tell_undelivered(self, outbox: Outbox, settings: EngineSettings) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
         try:
-            await outbox.send(self._settings.say("undelivered"))
+            await outbox.send(settings.say("undelivered"))
         except DeliveryError as exc:
             log.warning("the undelivered notice was refused too: %s", exc)
 
-    async def _show_cut(self, reply: StreamingReply) -> None:
-        notice = self._settings.say("cut_by_restart")
+    async def _show_cut(self, reply: StreamingReply, settings: EngineSettings) -> None:
+        notice = settings.say("cut_by_restart")
         with contextlib.suppress(DeliveryError, TimeoutError):
             await asyncio.wait_for(
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
-    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send."""
+    async def _open_turn(
+        self, entry: InboxEntry, now: float, place: PlaceSettings
+    ) -> tuple[Session, str]:
+        """The session to continue (or a new one) and the user turn to send.
+
+        A session whose provider or model a reload changed is not continued:
+        the new one bridges as after a gap."""
         message = entry.message
         conversation = message.conversation
-        settings = self._settings
+        settings = place.settings
         text = neutralise(
             cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
         )
         session = await self._store.load_session(conversation.key)
-        if session is not None and not session.expired(now, settings.session_ttl):
+        live = session is not None and not session.expired(now, settings.session_ttl)
+        if live and self._session_models.changed(conversation.key, place.fingerprint):
+            log.info("provider or model changed by a reload; a new session starts")
+            live = False
+        if session is not None and live:
             return session, text
         ring_user = self._access.ring_user(conversation)
         entries: list[MemoryEntry] = []
@@ -165,17 +183,25 @@ class Answerer:
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
         return fresh, content
 
-    async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
+    async def _stream(
+        self, provider: Provider, prompt: Prompt, reply: StreamingReply, outbox: Outbox
+    ) -> Usage:
         usage = Usage()
         async with _typing_while_silent(outbox, reply):
-            async for event in self._provider.stream(prompt):
+            async for event in provider.stream(prompt):
                 if isinstance(event, TextDelta):
                     await reply.push(event.text)
                 else:
                     usage = usage + event.usage
         return usage
 
-    async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
+    async def _report_failure(
+        self,
+        exc: ProviderError,
+        reply: StreamingReply,
+        settings: EngineSettings,
+        provider: Provider,
+    ) -> None:
         """Log the failure in one line and tell the user in one sentence.
 
         A misconfigured provider (bad key, unknown model, rejected request) is
@@ -183,7 +209,6 @@ class Answerer:
         must fix it; anything else is a WARNING and "try again". No traceback:
         the provider's message already says what happened, without secrets.
         """
-        settings = self._settings
         needs_admin = isinstance(exc, ProviderMisconfigured)  # only a config change helps
         if needs_admin:
             log.error("no answer, the provider config needs fixing: %s", exc)
@@ -191,11 +216,11 @@ class Answerer:
             log.warning("no answer: %s", exc)
         try:
             if reply.text.strip():
-                notice = settings.say("interrupted", providers=exc.provider or self._provider.name)
+                notice = settings.say("interrupted", providers=exc.provider or provider.name)
                 await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
             else:
                 key = "misconfigured" if needs_admin else "all_failed"
-                await reply.finish(settings.say(key, providers=self._provider.label))
+                await reply.finish(settings.say(key, providers=provider.label))
         except DeliveryError as delivery_exc:
             log.warning("failure notice not delivered: %s", delivery_exc)
 
@@ -207,6 +232,7 @@ class Answerer:
         answer: str,
         usage: Usage,
         now: float,
+        settings: EngineSettings,
         *,
         fence: int = 0,
     ) -> bool:
@@ -215,7 +241,6 @@ class Answerer:
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
         conversation = entry.message.conversation
-        settings = self._settings
         updated = append_turns(
             session,
             [Turn("user", content), Turn("assistant", answer)],

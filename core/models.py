@@ -69,6 +69,14 @@ class IncomingMessage:
     late (Discord's catch-up after a restart); 0 means it arrived as it was
     sent. The inbox entry's `received_at` is the earlier of the two, so
     `engine.redeliver_within` counts from when the user wrote.
+
+    `place` is where it was sent, as scope IDs, most specific first
+    (thread, channel/chat, server/workspace, platform); the adapter knows
+    it, core resolves the scopes from it (`core.places`). Empty: the chat
+    and its platform. `addressed` is False for a group message that neither
+    mentions nor replies to the bot, taken only where a scope says
+    `require_mention: false`; a sender who is not allowed gets no denial
+    for such a message (they were not talking to the bot).
     """
 
     conversation: Conversation
@@ -77,6 +85,8 @@ class IncomingMessage:
     event_id: str = ""
     reply_address: str = ""
     order: int = 0
+    place: tuple[str, ...] = ()
+    addressed: bool = True
     # Not stored and not compared: the inbox entry's `received_at` carries it.
     sent_at: float = field(default=0.0, compare=False)
 

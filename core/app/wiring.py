@@ -23,6 +23,7 @@ from chatbridge.config import (
     url_secrets,
 )
 from chatbridge.core.access import AccessPolicy
+from chatbridge.core.app.scopes import resolver_from_config
 from chatbridge.core.clock import Clock
 from chatbridge.core.engine import Engine
 from chatbridge.core.ports.scheduling import ConversationScheduler
@@ -158,17 +159,21 @@ async def engine_from_config(
     store = await store_from_config(config)
     try:
         choice = choose_provider(config, environ)
+        settings = settings_from_config(config)
+        places, pool = resolver_from_config(config, settings=settings, provider=choice.provider)
         try:
             engine = Engine(
-                settings_from_config(config),
+                settings,
                 store=store,
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
                 scheduler=scheduler_for(config, store, clock=clock),
+                places=places,
             )
             yield engine, choice
         finally:
+            await pool.aclose()
             await choice.provider.aclose()
     finally:
         await store.aclose()

@@ -24,10 +24,12 @@ from chatbridge.core.ports.delivery import (
     SentMessage,
 )
 from chatbridge.core.ports.platform import (
+    MentionRule,
     MessageHandler,
     Platform,
     PlatformError,
     PlatformStartFailed,
+    always_mention,
 )
 from chatbridge.core.ports.provider import (
     InvalidRequest,
@@ -49,6 +51,7 @@ __all__ = [
     "DeliveryRetry",
     "InvalidRequest",
     "LivePreview",
+    "MentionRule",
     "MessageHandler",
     "Outbox",
     "Platform",
@@ -67,4 +70,5 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "UsageReport",
+    "always_mention",
 ]

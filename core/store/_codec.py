@@ -123,7 +123,11 @@ MESSAGE_FIELDS = (
 
 
 def message_to_json(m: IncomingMessage) -> dict[str, str]:
-    """TypeError (before anything is written) if a field is not a string."""
+    """TypeError (before anything is written) if a field is not a string.
+
+    The place (scope IDs, which hold no spaces) is one space-separated
+    string; `addressed` is stored only when False ("0"). Rows without them
+    (written before scopes) read as no place and addressed."""
     c = m.conversation
     values = [c.platform, c.chat, c.user, c.thread, ChatKind(c.kind).value]
     values += [m.text, m.event_id, m.reply_address]
@@ -137,6 +141,12 @@ def message_to_json(m: IncomingMessage) -> dict[str, str]:
                 f"inbox message field order must be an int, not {type(m.order).__name__}"
             )
         stored["order"] = str(m.order)  # a string like the rest; absent for 0
+    if m.place:
+        if not all(isinstance(p, str) and p and not p.split()[1:] for p in m.place):
+            raise TypeError("inbox message place must be scope IDs without spaces")
+        stored["place"] = " ".join(m.place)
+    if not m.addressed:
+        stored["addressed"] = "0"
     return stored
 
 
@@ -158,6 +168,9 @@ def message_from_json(raw: Any) -> IncomingMessage:
         kind = ChatKind(raw["kind"])
     except ValueError:
         raise ValueError("the message has an unknown chat kind") from None
+    place, addressed = raw.get("place", ""), raw.get("addressed", "1")
+    if not isinstance(place, str) or not isinstance(addressed, str):
+        raise ValueError("the message's place and addressed must be strings")
     c = Conversation(raw["platform"], raw["chat"], raw["user"], raw["thread"], kind)
     order = raw.get("order", "0")
     if not isinstance(order, str) or not order.isdigit():
@@ -168,6 +181,8 @@ def message_from_json(raw: Any) -> IncomingMessage:
         event_id=raw["event_id"],
         reply_address=raw["reply_address"],
         order=int(order),
+        place=tuple(place.split()),
+        addressed=addressed != "0",
     )
 
 

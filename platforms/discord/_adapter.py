@@ -31,7 +31,14 @@ from aiohttp import web
 
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.core.ports import (
+    ChannelCursors,
+    MentionRule,
+    MessageHandler,
+    Outbox,
+    PlatformStartFailed,
+    always_mention,
+)
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -121,8 +128,10 @@ class DiscordPlatform:
         clock: Callable[[], float] = time.time,
         say: Callable[[str], str] | None = None,
         retry_every: float = 30.0,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         self._config = config
+        self._mention_rule = mention_rule or always_mention
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._metrics = metrics
@@ -320,6 +329,7 @@ class DiscordPlatform:
             me.id,
             active_threads=self._threads,
             thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
+            mention_rule=self._mention_rule,
         )
 
     async def _accept(self, message: IncomingMessage) -> bool:

@@ -27,7 +27,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
 from chatbridge.platforms._runtime import (
     ChatGate,
     InboxRefusals,
@@ -74,10 +74,13 @@ class SlackPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
-        message the inbox cannot take is told so (`InboxRefusals`)."""
+        message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
+        says where channel messages need no mention (`require_mention: false`)."""
         self._config = config
+        self._mention_rule = mention_rule or always_mention
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)  # typed as text; no slash command is registered
@@ -197,7 +200,14 @@ class SlackPlatform:
         if self._me is None or not self._receiving:
             raise NotTaken("not receiving yet")
         try:
-            message = to_message(event, str(body.get("event_id") or ""), self._me, self._threads)
+            message = to_message(
+                event,
+                str(body.get("event_id") or ""),
+                self._me,
+                self._threads,
+                team=str(body.get("team_id") or self._team),
+                mention_rule=self._mention_rule,
+            )
         except Exception as exc:
             log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
             return

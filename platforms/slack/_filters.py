@@ -11,6 +11,12 @@ Ignored: messages with any `subtype` (edits, deletions, joins, bot_message,
 …), messages from any bot (`bot_id`) or from the bot user itself, channel
 messages outside the bot's threads, and channel messages that mention the
 bot (Slack also sends those as `app_mention`, which is the one answered).
+
+Where the channel's scope says `require_mention: false` (the `MentionRule`),
+other channel messages are answered too, in their thread like a mention,
+marked as not addressed. The place is the channel, the workspace and the
+platform (`slack:C0TEAM`, `slack:team:T0123`, `slack`); a DM is in its
+workspace too.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.ports import MentionRule, always_mention
 
 __all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
 
@@ -81,9 +88,17 @@ def strip_mention(text: str, bot_user_id: str) -> str:
 
 
 def to_message(
-    event: dict[str, Any], event_id: str, me: BotIdentity, threads: ActiveThreads
+    event: dict[str, Any],
+    event_id: str,
+    me: BotIdentity,
+    threads: ActiveThreads,
+    *,
+    team: str = "",
+    mention_rule: MentionRule = always_mention,
 ) -> IncomingMessage | None:
-    """The question in `event`, or None when the bot must not answer it."""
+    """The question in `event`, or None when the bot must not answer it.
+
+    `team` is the workspace the event came from (its scope `slack:team:ID`)."""
     kind, channel, user = event.get("type"), event.get("channel"), event.get("user")
     text, ts = event.get("text"), event.get("ts")
     if not (isinstance(channel, str) and isinstance(user, str) and isinstance(ts, str)):
@@ -93,6 +108,8 @@ def to_message(
     if not isinstance(text, str):
         return None
     thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+    place = (f"slack:{channel}", *((f"slack:team:{team}",) if team else ()), "slack")
+    addressed = True
     if kind == "message" and event.get("channel_type") == "im":
         conversation = Conversation(PLATFORM, channel, user, "", ChatKind.PRIVATE)
         address = Address(channel, thread_ts or "", ts)
@@ -106,6 +123,10 @@ def to_message(
             return None  # the app_mention event for the same message is answered
         conversation = Conversation(PLATFORM, channel, user, thread_ts, ChatKind.GROUP)
         address = Address(channel, thread_ts, ts)
+    elif kind == "message" and f"<@{me.user_id}" not in text and not mention_rule(place):
+        addressed, thread = False, thread_ts or ts
+        conversation = Conversation(PLATFORM, channel, user, thread, ChatKind.GROUP)
+        address = Address(channel, thread, ts)
     else:
         return None
     return IncomingMessage(
@@ -114,6 +135,8 @@ def to_message(
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
         order=ts_order(ts),
+        place=place,
+        addressed=addressed,
     )
 
 

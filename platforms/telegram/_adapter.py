@@ -24,7 +24,7 @@ from telegram.ext import AIORateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     ChatGate,
@@ -73,9 +73,12 @@ class TelegramPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
-        message the inbox cannot take is told so (`InboxRefusals`)."""
+        message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
+        says where group messages need no mention (`require_mention: false`)."""
+        self._mention_rule = mention_rule or always_mention
         if config.mode not in ("polling", "webhook"):
             raise ValueError(f"telegram mode must be polling or webhook, not {config.mode!r}")
         self._config = config
@@ -268,7 +271,7 @@ class TelegramPlatform:
             log.warning("telegram: dropped a malformed update (%s)", one_line(exc))
             return True
         try:
-            accepted = accept(update, self._me)
+            accepted = accept(update, self._me, mention_rule=self._mention_rule)
         except Exception as exc:
             log.warning("telegram: dropped an update it could not read (%s)", one_line(exc))
             return True

@@ -2,8 +2,13 @@
 
 Private chats: every text message from a human. Groups and supergroups: only
 messages addressed to the bot, i.e. that @mention it, reply to one of its
-messages, or start with a command meant for it (`/cmd` or `/cmd@thisbot`).
-Everything else returns `None` and never reaches the engine.
+messages, or start with a command meant for it (`/cmd` or `/cmd@thisbot`),
+unless the group's scope says `require_mention: false` (the `MentionRule`):
+then every message, marked as not addressed. Everything else returns `None`
+and never reaches the engine.
+
+The place is the chat and the platform (`telegram:-100123`, `telegram`); a
+forum topic has no scope of its own and follows its group.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from telegram import Chat, Message, MessageEntity, Update
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.ports import MentionRule, always_mention
 
 _UTF16 = "utf-16-le"
 # What usually follows an address, as in "@bot, do X" or "@bot: do X".
@@ -43,7 +49,9 @@ class Accepted:
     message: IncomingMessage
 
 
-def accept(update: Update, me: BotIdentity) -> Accepted | None:
+def accept(
+    update: Update, me: BotIdentity, *, mention_rule: MentionRule = always_mention
+) -> Accepted | None:
     """The normalised message if the bot should answer `update`, else `None`.
 
     Edited messages are ignored on purpose: the first version was already
@@ -56,11 +64,14 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
     sender = msg.from_user
     if sender is None or sender.is_bot:
         return None
+    place = (f"telegram:{msg.chat.id}", "telegram")
+    addressed = True
     if msg.chat.type == Chat.PRIVATE:
         kind = ChatKind.PRIVATE
     elif msg.chat.type in (Chat.GROUP, Chat.SUPERGROUP):
         kind = ChatKind.GROUP
-        if not _addressed_to_me(msg, me):
+        addressed = _addressed_to_me(msg, me)
+        if not addressed and (mention_rule(place) or _command_for_another(msg, me)):
             return None
     else:
         return None
@@ -85,6 +96,8 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             event_id=str(update.update_id),
             reply_address=encode_address(msg.chat.id, thread, reply_to),
             order=msg.message_id,  # increases within a chat: the conversation's order
+            place=place,
+            addressed=addressed,
         ),
     )
 
@@ -163,6 +176,15 @@ def _command_for_me(msg: Message, me: BotIdentity) -> bool:
             continue
         _, at, target = text.partition("@")
         return not at or target.casefold() == me.username.casefold()
+    return False
+
+
+def _command_for_another(msg: Message, me: BotIdentity) -> bool:
+    """`/cmd@otherbot`: never ours, also where no mention is needed."""
+    for entity, text in _entity_texts(msg, [MessageEntity.BOT_COMMAND]).items():
+        if entity.offset == 0:
+            _, at, target = text.partition("@")
+            return bool(at) and target.casefold() != me.username.casefold()
     return False
 
 
