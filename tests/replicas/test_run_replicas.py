@@ -136,7 +136,7 @@ async def start_replica(root: Path, n: int, openai: FakeOpenAI, telegram: FakeTe
     return Replica(process, port)
 
 
-async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: float = 20) -> None:
+async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: float = 60) -> None:
     deadline = time.monotonic() + within
     while True:
         if replica.process.returncode is not None:
