@@ -29,6 +29,7 @@ from chatbridge.core.ports import (
     DeliveryRetry,
     LivePreview,
     Outbox,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -162,6 +163,7 @@ class StreamingReply:
         self._live_asked = False  # asked the outbox once, at the first progress call
         self._live_shown = False  # a preview call went through: the user sees text
         self._live_last = float("-inf")  # time of the last preview call
+        self._looked = False  # asked a `PostedLookup` outbox once, before the first post
 
     @property
     def text(self) -> str:
@@ -223,6 +225,7 @@ class StreamingReply:
                     if not await self._show(shown, final=False):
                         shown = None  # an edit was not due yet: try again next round
                 except DeliveryRetry as exc:
+                    _log_wait(exc)
                     self._blocked_until = self._monotonic() + exc.retry_after
                 except DeliveryError as exc:
                     log.info("progress edit refused (%s); the final text will follow", exc)
@@ -252,6 +255,7 @@ class StreamingReply:
                 pause = min(exc.retry_after, MAX_RETRY_WAIT)
                 if waited + pause > FLOOD_BUDGET:
                     raise  # the caller tells the user, where the platform lets it
+                _log_wait(exc)
                 waited += pause
                 self._blocked_until = self._monotonic() + pause
 
@@ -280,6 +284,7 @@ class StreamingReply:
         """Show `text`; False when a progress edit was skipped as not yet due."""
         limits = self._outbox.limits
         chunks = split_message(text, limits.max_chars, limits.measure)
+        await self._look_back(chunks)
         live = self._preview(final=final)
         if live is not None:
             try:
@@ -295,6 +300,25 @@ class StreamingReply:
             if shown is not None:
                 return shown
         return await self._show_messages(chunks, final=final)
+
+    async def _look_back(self, chunks: list[str]) -> None:
+        """Before this reply's first post, let a `PostedLookup` outbox find the
+        message an earlier process may have posted for it without recording it
+        (killed in between); a message found is adopted: edited, not posted again."""
+        if self._looked or not isinstance(self._outbox, PostedLookup):
+            return
+        after = self._posted[-1].handle if self._posted else None
+        head = chunks[len(self._posted)] if len(chunks) > len(self._posted) else ""
+        if not head.strip():
+            return  # nothing to post yet: look when there is
+        self._looked = True
+        found = await self._outbox.posted_before(head, after=after)
+        if found is None or found in self.sent:
+            return
+        log.info("a message posted before a restart was found; it is edited, not posted again")
+        self._posted.append(_Posted(found, None))
+        if self._on_posted is not None:
+            await self._on_posted(self.sent)
 
     async def _show_live(self, live: LivePreview, chunks: list[str], *, final: bool) -> bool | None:
         """Progress through the preview; None when messages take over from here."""
@@ -384,6 +408,11 @@ class StreamingReply:
                 if self._on_posted is not None:
                     await self._on_posted(self.sent)
         return complete
+
+
+def _log_wait(exc: DeliveryRetry) -> None:
+    """A waited-out flood limit is worth one INFO line (the answer still arrives)."""
+    log.info("the platform asks to wait %gs (rate limit); the reply goes on then", exc.retry_after)
 
 
 async def send_text(outbox: Outbox, text: str) -> None:

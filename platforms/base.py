@@ -15,6 +15,7 @@ from chatbridge.core.ports import (
     PlatformError,
     PlatformLimits,
     PlatformStartFailed,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PostedLookup",
     "PreviewSource",
     "SentMessage",
 ]

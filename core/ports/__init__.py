@@ -20,6 +20,7 @@ from chatbridge.core.ports.delivery import (
     LivePreview,
     Outbox,
     PlatformLimits,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PostedLookup",
     "PreviewSource",
     "Prompt",
     "Provider",

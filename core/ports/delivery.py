@@ -21,6 +21,7 @@ __all__ = [
     "LivePreview",
     "Outbox",
     "PlatformLimits",
+    "PostedLookup",
     "PreviewSource",
     "SentMessage",
 ]
@@ -122,6 +123,32 @@ class PreviewSource(Protocol):
     def live_preview(self) -> LivePreview | None:
         """A fresh preview for this reply, or None where this chat has none
         (a group, a plain DM, switched off, refused before)."""
+        ...
+
+
+@runtime_checkable
+class PostedLookup(Protocol):
+    """An `Outbox` that can look back in its chat before posting: "look before
+    posting again".
+
+    A process killed between the platform taking a message and the store
+    recording its reference leaves that message unknown to the restarted
+    process, which would post the answer a second time. Where the platform
+    lets a bot read its chat (Slack, Discord), the outbox finds such a
+    message, and the delivery code adopts and edits it instead.
+    """
+
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> SentMessage | None:
+        """The bot's own message, posted after the message being answered (and
+        after `after`, the reply's last recorded message), whose text and `text`
+        (the message about to be posted) begin alike: one is the beginning of
+        the other, as the platform shows them.
+
+        Returns None at once where no earlier process can have answered (a
+        message received after this process started), when nothing matches,
+        and when the lookup fails (logged; the reply then posts as usual).
+        Never raises.
+        """
         ...
 
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import discord
 
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.platforms._look_back import LOOK_LIMIT, begins_alike
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -70,6 +71,11 @@ class DiscordOutbox:
     SDK's (a malformed response), becomes `DeliveryError`. The first message of
     an answer quotes the question; later chunks are continuations.
     `typing()` never raises.
+
+    `posted_before` (`PostedLookup`) reads the channel's (or the answer's
+    thread's) history after the question (`channel.history(after=…)`) where an
+    earlier process may have answered (`look_back`: the question was not taken
+    in by this process), and finds the bot's own message posted for this answer.
     """
 
     def __init__(
@@ -80,6 +86,8 @@ class DiscordOutbox:
         edit_interval: float = 1.0,
         thread_name: str = "",
         on_thread: Callable[[int], None] | None = None,
+        question: int | None = None,
+        look_back: bool = False,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
@@ -90,6 +98,8 @@ class DiscordOutbox:
         self._open_thread = address.open_thread
         self._thread_name = (thread_name or "Answer")[:90]
         self._on_thread = on_thread
+        self._question = question
+        self._look_back = look_back
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:
@@ -120,6 +130,47 @@ class DiscordOutbox:
             )
 
         await self._call("edit", call)
+
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> SentMessage | None:
+        question, me = self._question, self._client.user
+        if not self._look_back or question is None or me is None:
+            return None
+        # An answer that opens a thread lives in it (the thread has the question's id).
+        channel = question if self._open_thread else self._channel
+        since = question
+        if after is not None:
+            try:
+                channel, since = parse_ref(after)
+            except DeliveryError:
+                pass
+
+        async def call() -> SentMessage | None:
+            messageable = self._client.get_partial_messageable(channel)
+            async for message in messageable.history(
+                limit=LOOK_LIMIT, after=discord.Object(id=since), oldest_first=True
+            ):
+                if message.author.id == me.id and begins_alike(message.content, [text]):
+                    return f"{channel}:{int(message.id)}"
+            return None
+
+        try:
+            found = await self._call("history", call)
+        except DeliveryError as exc:
+            if not self._open_thread:  # no thread yet: nothing was posted in it
+                log.warning(
+                    "discord: could not look for an answer posted before the restart (%s); "
+                    "it may show twice",
+                    exc,
+                )
+            return None
+        if found is not None and channel != self._channel:
+            # The thread was opened before the restart: go on in it.
+            self._channel, self._reply_to, self._open_thread = channel, None, False
+            if self._on_thread is not None:
+                self._on_thread(channel)
+        if found is not None:
+            self._reply_to = None  # the quote went out with the message found
+        return found
 
     async def typing(self) -> None:
         try:
