@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Awaitable, Iterable
 
+from chatbridge.core.ports import Found, SentMessage
 from chatbridge.platforms._runtime import Taken
 
-__all__ = ["LOOK_LIMIT", "TakenHere", "begins_alike"]
+__all__ = ["LOOK_LIMIT", "TakenHere", "judge"]
 
 LOOK_LIMIT = 100  # messages read after the question: the answer follows it closely
 
@@ -55,15 +56,20 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
-def begins_alike(shown: str, candidates: Iterable[str]) -> bool:
-    """`shown` (a message's text) and one of `candidates` (the text about to be
-    posted, raw and as the platform renders it) begin alike: one is the
-    beginning of the other, whitespace aside. Empty texts never match."""
-    found = _words(shown)
-    if not found:
-        return False
-    for candidate in candidates:
-        text = _words(candidate)
-        if text and (text.startswith(found) or found.startswith(text)):
-            return True
-    return False
+def judge(mine: Iterable[tuple[SentMessage, str]], candidates: Iterable[str]) -> Found:
+    """Among the bot's own messages after the question (`mine`, oldest first,
+    as (reference, text shown)), the first whose text begins one of
+    `candidates` (the text about to be posted, raw and as the platform renders
+    it), whitespace aside. A message that a candidate begins but does not reach
+    is `ahead`: the same answer further on, or another answer beginning alike,
+    which only more text tells apart."""
+    texts = [t for t in (_words(c) for c in candidates) if t]
+    ahead = False
+    for ref, shown in mine:
+        found = _words(shown)
+        if not found:
+            continue
+        if any(text.startswith(found) for text in texts):
+            return Found(ref)
+        ahead = ahead or any(found.startswith(text) for text in texts)
+    return Found(ahead=ahead)

@@ -8,6 +8,7 @@ back into SDK calls. No session, memory or provider logic lives in `platforms/`.
 from chatbridge.core.ports import (
     DeliveryError,
     DeliveryRetry,
+    Found,
     LivePreview,
     MessageHandler,
     Outbox,
@@ -23,6 +24,7 @@ from chatbridge.core.ports import (
 __all__ = [
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "LivePreview",
     "MessageHandler",
     "Outbox",

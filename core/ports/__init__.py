@@ -17,6 +17,7 @@ from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
+    Found,
     LivePreview,
     Outbox,
     PlatformLimits,
@@ -48,6 +49,7 @@ __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "InvalidRequest",
     "LivePreview",
     "MessageHandler",

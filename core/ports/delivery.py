@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "LivePreview",
     "Outbox",
     "PlatformLimits",
@@ -126,6 +127,17 @@ class PreviewSource(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a `PostedLookup` found: `message`, the bot's own message whose text
+    begins the text about to be posted (adopt it); or `ahead`, a message of the
+    bot that the text about to be posted begins but does not reach yet (post
+    nothing yet; look again once there is more text); or neither."""
+
+    message: SentMessage | None = None
+    ahead: bool = False
+
+
 @runtime_checkable
 class PostedLookup(Protocol):
     """An `Outbox` that can look back in its chat before posting: "look before
@@ -138,16 +150,16 @@ class PostedLookup(Protocol):
     message, and the delivery code adopts and edits it instead.
     """
 
-    async def posted_before(self, text: str, *, after: SentMessage | None) -> SentMessage | None:
-        """The bot's own message, posted after the message being answered (and
-        after `after`, the reply's last recorded message), whose text and `text`
-        (the message about to be posted) begin alike: one is the beginning of
-        the other, as the platform shows them.
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
+        """Look for the bot's own message posted after the message being answered
+        (and after `after`, the reply's last recorded message) that begins
+        `text` (the message about to be posted), as the platform shows it.
 
-        Returns None at once where no earlier process can have answered (a
-        message received after this process started), when nothing matches,
-        and when the lookup fails (logged; the reply then posts as usual).
-        Never raises.
+        Only the found message's text beginning `text` adopts it: a short `text`
+        beginning some other answer (`ahead`) must not take that answer over.
+        Returns `Found()` at once where no earlier process can have answered (a
+        message this process took in itself), when nothing matches, and when
+        the lookup failed (logged; the reply then posts as usual). Never raises.
         """
         ...
 

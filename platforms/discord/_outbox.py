@@ -6,14 +6,21 @@ reply address after a restart can edit what an earlier one sent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import discord
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
-from chatbridge.platforms._look_back import LOOK_LIMIT, begins_alike
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    Found,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -131,30 +138,29 @@ class DiscordOutbox:
 
         await self._call("edit", call)
 
-    async def posted_before(self, text: str, *, after: SentMessage | None) -> SentMessage | None:
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
         question, me = self._question, self._client.user
         if not self._look_back or question is None or me is None:
-            return None
+            return Found()
         # An answer that opens a thread lives in it (the thread has the question's id).
         channel = question if self._open_thread else self._channel
         since = question
         if after is not None:
-            try:
+            with contextlib.suppress(DeliveryError):
                 channel, since = parse_ref(after)
-            except DeliveryError:
-                pass
 
-        async def call() -> SentMessage | None:
+        async def call() -> list[tuple[SentMessage, str]]:
             messageable = self._client.get_partial_messageable(channel)
-            async for message in messageable.history(
-                limit=LOOK_LIMIT, after=discord.Object(id=since), oldest_first=True
-            ):
-                if message.author.id == me.id and begins_alike(message.content, [text]):
-                    return f"{channel}:{int(message.id)}"
-            return None
+            return [
+                (f"{channel}:{int(message.id)}", message.content)
+                async for message in messageable.history(
+                    limit=LOOK_LIMIT, after=discord.Object(id=since), oldest_first=True
+                )
+                if message.author.id == me.id
+            ]
 
         try:
-            found = await self._call("history", call)
+            found = judge(await self._call("history", call), [text])
         except DeliveryError as exc:
             if not self._open_thread:  # no thread yet: nothing was posted in it
                 log.warning(
@@ -162,13 +168,12 @@ class DiscordOutbox:
                     "it may show twice",
                     exc,
                 )
-            return None
-        if found is not None and channel != self._channel:
-            # The thread was opened before the restart: go on in it.
-            self._channel, self._reply_to, self._open_thread = channel, None, False
-            if self._on_thread is not None:
-                self._on_thread(channel)
-        if found is not None:
+            return Found()
+        if found.message is not None:
+            if channel != self._channel:  # the thread was opened before the restart
+                self._channel, self._open_thread = channel, False
+                if self._on_thread is not None:
+                    self._on_thread(channel)
             self._reply_to = None  # the quote went out with the message found
         return found
 

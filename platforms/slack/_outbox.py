@@ -16,8 +16,14 @@ from typing import Any, TypeVar
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
-from chatbridge.platforms._look_back import LOOK_LIMIT, begins_alike
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    Found,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._runtime import (
     ChatGate,
     ErrorRule,
@@ -141,11 +147,11 @@ class SlackOutbox:
 
         await self._deliver("chat.update", channel, text, call)
 
-    async def posted_before(self, text: str, *, after: SentMessage | None) -> SentMessage | None:
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
         address = self._address
         asked = _ts_key(address.ts)
         if not (self._look_back and self._me and asked):
-            return None
+            return Found()
         oldest = address.ts
         if after is not None:
             with contextlib.suppress(DeliveryError):
@@ -158,19 +164,20 @@ class SlackOutbox:
                 "it may show twice",
                 exc,
             )
-            return None
+            return Found()
         candidates = [text]
         with contextlib.suppress(ValueError):
             candidates.append(self._renderer.render(text))
         after_key = _ts_key(oldest) or asked
-        for message in sorted(messages, key=lambda m: _ts_key(m.get("ts")) or (0, 0)):
-            ts, body = message.get("ts"), message.get("text")
-            key = _ts_key(ts)
-            if not (key and key > after_key and isinstance(body, str) and isinstance(ts, str)):
-                continue
-            if message.get("user") == self._me and begins_alike(body, candidates):
-                return message_ref(address.channel, ts)
-        return None
+        mine = [
+            (message_ref(address.channel, ts), body)
+            for message in sorted(messages, key=lambda m: _ts_key(m.get("ts")) or (0, 0))
+            if message.get("user") == self._me
+            and isinstance(ts := message.get("ts"), str)
+            and isinstance(body := message.get("text"), str)
+            and (_ts_key(ts) or (0, 0)) > after_key
+        ]
+        return judge(mine, candidates)
 
     async def _read_after(self, oldest: str) -> list[dict[str, Any]]:
         """The messages after `oldest` where this answer goes (one page; a 429 waited out)."""
