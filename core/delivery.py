@@ -310,7 +310,10 @@ class StreamingReply:
         (killed in between); a message found is adopted: edited, not posted
         again. False while a message of the bot is ahead of the text (progress
         then posts nothing yet, and looks again with more text)."""
-        if self._looked or not isinstance(self._outbox, PostedLookup):
+        if self._looked:
+            return True
+        if not isinstance(self._outbox, PostedLookup):
+            self._looked = True  # asked once: this outbox cannot look back
             return True
         after = self._posted[-1].handle if self._posted else None
         head = chunks[len(self._posted)] if len(chunks) > len(self._posted) else ""
