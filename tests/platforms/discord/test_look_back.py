@@ -43,18 +43,20 @@ def _question(channel: int, question: int, *, group: bool, thread: bool = False)
     )
 
 
-async def _posted_earlier(fake: FakeDiscord, channel: int, text: str) -> int:
-    """The earlier process's message, whose id the store never got."""
+async def _rest(fake: FakeDiscord, path: str, body: dict[str, object]) -> dict[str, str]:
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            f"{fake.api_base}/channels/{channel}/messages",
-            json={"content": text},
-            headers={"Authorization": f"Bot {fake.token}"},
+            f"{fake.api_base}{path}", json=body, headers={"Authorization": f"Bot {fake.token}"}
         ) as response,
     ):
-        assert response.status == 200, await response.text()
-        return int((await response.json())["id"])
+        assert response.status in (200, 201), await response.text()
+        return dict(await response.json())
+
+
+async def _posted_earlier(fake: FakeDiscord, channel: int, text: str) -> int:
+    """The earlier process's message, whose id the store never got."""
+    return int((await _rest(fake, f"/channels/{channel}/messages", {"content": text}))["id"])
 
 
 async def test_a_dm_answer_posted_before_the_kill_is_edited_not_posted_again(
@@ -111,3 +113,23 @@ async def test_a_question_this_process_took_in_costs_no_lookup(
     assert fake.bot_texts(fake.dm_channel()) == [ANSWER]
     assert fake.bot_texts(CHANNEL_ID) == [ANSWER]
     assert not fake.calls_to(LOOK)
+
+
+async def test_an_answer_in_the_thread_opened_before_the_kill_goes_on_there(
+    fake: FakeDiscord, launch: Launch
+) -> None:
+    question = int(fake.user_message(CHANNEL_ID, "Wo ist das Paket?", mention_bot=True)["id"])
+    path = f"/channels/{CHANNEL_ID}/messages/{question}/threads"
+    await _rest(fake, path, {"name": "Wo ist das Paket?", "auto_archive_duration": 1440})
+    partial = await _posted_earlier(fake, question, "Das Paket kommt")  # the thread's id
+    running = await launch(provider=_provider(), thread_per_mention=True)
+    threads, posts = len(fake.calls_to("POST /channels/*/threads")), len(fake.calls_to(POST))
+
+    message = _question(CHANNEL_ID, question, group=True, thread=True)
+    assert await running.bot.engine.accept(message)
+    await running.ring()
+
+    assert [(m.id, m.content) for m in fake.bot_messages(question)] == [(partial, ANSWER)]
+    assert fake.bot_messages(CHANNEL_ID) == []
+    assert len(fake.calls_to("POST /channels/*/threads")) == threads
+    assert len(fake.calls_to(POST)) == posts
