@@ -116,14 +116,14 @@ class _EventPush:
                 await self._wake.wait()
                 continue
             event, event_id = self.queue[0]
-            retry = {"retry_num": attempts} if attempts else {}
             try:
                 status, _, _ = await asyncio.wait_for(
                     self._slack.post_event(
-                        self._url, event, signing_secret=SECRET, event_id=event_id, **retry
+                        self._url, event, signing_secret=SECRET, event_id=event_id,
+                        retry_num=attempts or None,
                     ),
                     5.0,
-                )
+                )  # fmt: skip
             except (aiohttp.ClientError, OSError, TimeoutError):
                 status = 0
             if status == 200:
