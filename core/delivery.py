@@ -137,7 +137,9 @@ class StreamingReply:
     `aclose` drops a progress call still in flight (a cancelled reply).
 
     A reply seeded with `posted` never uses a live preview: it is finished in
-    the messages it already has.
+    the messages it already has. Before its first post a reply asks an outbox
+    that can look back (`PostedLookup`) for a message an earlier process
+    posted for it without recording it, and adopts that one instead.
     """
 
     def __init__(
