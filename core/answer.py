@@ -27,6 +27,7 @@ from chatbridge.core.memory import (
 )
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.outcome import Outcome
 from chatbridge.core.ports import (
     DeliveryError,
     Outbox,
@@ -69,8 +70,9 @@ class Answerer:
 
     async def answer(
         self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
-    ) -> str:
-        """Returns the outcome; `cut()` tells a shutdown from other cancels.
+    ) -> Outcome:
+        """Returns the outcome (the caller closes the entry with it); `cut()`
+        tells a shutdown from other cancels.
 
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
@@ -93,13 +95,11 @@ class Answerer:
                     usage = await self._stream(prompt, reply, outbox)
                 except ProviderError as exc:
                     await self._report_failure(exc, reply)
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 answer = reply.text.strip()
                 if not answer:
                     await reply.finish(self._settings.say("empty_answer"))
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
             else:
                 answer = entry.answer  # recorded before a crash; finish delivering it
@@ -107,8 +107,7 @@ class Answerer:
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
             await self._tell_undelivered(outbox)
-            await self._store.inbox_done(entry.key)
-            return "undelivered"
+            return Outcome.UNDELIVERED
         except asyncio.CancelledError:
             if cut() and reply.started:
                 await self._show_cut(reply)
@@ -123,7 +122,8 @@ class Answerer:
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
-        return "answered"
+            return Outcome.NOT_STORED
+        return Outcome.ANSWERED
 
     async def _tell_undelivered(self, outbox: Outbox) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
@@ -210,7 +210,7 @@ class Answerer:
         *,
         fence: int = 0,
     ) -> bool:
-        """Commit the exchange and mark the entry done; False if the store failed.
+        """Commit the exchange, which closes the entry; False if the store failed.
 
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
@@ -246,8 +246,6 @@ class Answerer:
             raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)
-            with contextlib.suppress(StoreError):
-                await self._store.inbox_done(entry.key)
             return False
         return True
 
