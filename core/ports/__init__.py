@@ -17,9 +17,11 @@ from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
+    Found,
     LivePreview,
     Outbox,
     PlatformLimits,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "InvalidRequest",
     "LivePreview",
     "MentionRule",
@@ -58,6 +61,7 @@ __all__ = [
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PostedLookup",
     "PreviewSource",
     "Prompt",
     "Provider",

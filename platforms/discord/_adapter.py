@@ -39,6 +39,7 @@ from chatbridge.core.ports import (
     PlatformStartFailed,
     always_mention,
 )
+from chatbridge.platforms._look_back import TakenHere
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -159,6 +160,7 @@ class DiscordPlatform:
         self._retrying: asyncio.Task[Any] | None = None
         self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
+        self._taken_here = TakenHere()  # answers to these need no look back
         self._background = BackgroundTasks("discord")
         self._ready = asyncio.Event()
         self._connected = False
@@ -227,6 +229,8 @@ class DiscordPlatform:
             edit_interval=interval,
             thread_name=message.text[:90],
             on_thread=self._opened_thread,
+            question=int(message.event_id) if message.event_id.isdigit() else None,
+            look_back=message.event_id not in self._taken_here,
         )
 
     async def stop_receiving(self) -> None:
@@ -338,7 +342,9 @@ class DiscordPlatform:
     async def _take(self, message: IncomingMessage) -> Taken:
         if not self._receiving:
             return Taken.REFUSED
-        return await take("discord", self._handler, message, refusals=self._refusals)
+        return await self._taken_here.take(
+            message.event_id, take("discord", self._handler, message, refusals=self._refusals)
+        )
 
     # -- cursors and catch-up ----------------------------------------------
     async def _handled(self, channel: int, message_id: int) -> None:

@@ -28,12 +28,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
+from chatbridge.platforms._look_back import TakenHere
 from chatbridge.platforms._runtime import (
     ChatGate,
     InboxRefusals,
-    accept_safely,
+    Taken,
     one_line,
     reveal,
+    take,
 )
 
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
@@ -104,6 +106,7 @@ class SlackPlatform:
         self._streams = StreamSwitch(bool(config.native_stream))
         self._team = ""  # from auth.test
         self._me: BotIdentity | None = None
+        self._taken_here = TakenHere()  # answers to these need no look back
         self._socket: AsyncSocketModeHandler | None = None
         self._receiving = False
         if self._app_token is None:
@@ -174,6 +177,8 @@ class SlackPlatform:
             streams=self._streams,
             recipient_user=message.conversation.user,
             team=self._team,
+            me=self._me.user_id if self._me is not None else "",
+            look_back=message.event_id not in self._taken_here,
         )
 
     async def stop_receiving(self) -> None:
@@ -211,10 +216,12 @@ class SlackPlatform:
         except Exception as exc:
             log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
             return
-        taken = message is None or await accept_safely(
-            "slack", self._handler, message, refusals=self._refusals
+        if message is None:
+            return
+        taken = await self._taken_here.take(
+            message.event_id, take("slack", self._handler, message, refusals=self._refusals)
         )
-        if message is not None and not taken:
+        if taken is Taken.REFUSED:
             raise NotTaken(f"the inbox did not take {message.event_id}")
 
     async def _on_error(self, error: Exception, body: dict[str, Any]) -> BoltResponse:

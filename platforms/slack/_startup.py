@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 REQUIRED_SCOPES = ("chat:write", "app_mentions:read", "im:history")
 OPTIONAL_SCOPES = {
-    "channels:history": "thread follow-ups without a new mention",
+    "channels:history": "thread follow-ups without a new mention, and finding a thread "
+    "answer posted but not recorded before a restart",
     "assistant:write": "the 'is thinking…' status",
 }
 _REJECTED = frozenset(

@@ -188,9 +188,12 @@ async def test_commit_of_a_forgotten_user_still_marks_done(backend: str, path: P
     assert SECRET not in _everything(backend, path)
 
 
-async def test_forget_keeps_pending_entries_and_done_ones_hold_nothing(
+async def test_forget_erases_done_entries_and_keeps_only_what_arrives_after_it(
     backend: str, path: Path
 ) -> None:
+    """A done entry holds nothing after a forget; an entry received after the
+    forget (1 s later here) stays pending with its text. Entries pending at the
+    forget are dropped: tests/core/store/test_forget_inbox.py."""
     store = await opened(backend, path)
     now = time.time()
     await store.inbox_add(inbox_entry("telegram:9001", SECRET, at=now, user="1"))
