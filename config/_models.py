@@ -12,6 +12,7 @@ from ._base import Section
 from ._duration import Duration, LongDuration
 from ._errors import Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
+from ._media import MediaConfig
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
 from ._urls import url_is_usable
@@ -187,6 +188,8 @@ class ChatbridgeConfig(Section):
     """HTTP listener."""
     logging: LoggingConfig = LoggingConfig()
     """Log level and format."""
+    media: MediaConfig = MediaConfig()
+    """Photos, voice messages and files."""
 
     @model_validator(mode="after")
     def _check_references(self) -> ChatbridgeConfig:
@@ -205,5 +208,32 @@ class ChatbridgeConfig(Section):
                     msg = f"{member} already belongs to identity {owner[member]!r}"
                     issues.append((("identities", name, index), msg))
                 owner.setdefault(member, name)
+        issues += _transcription_issues(self)
         raise_if(issues)
         return self
+
+
+def _transcription_issues(config: ChatbridgeConfig) -> list[tuple[Loc, str]]:
+    """`media.transcription.provider` must name an `openai` entry."""
+    chosen = config.media.transcription
+    if chosen is None:
+        return []
+    entries = config.providers.entries
+    where: Loc = ("media", "transcription", "provider")
+    if chosen.provider not in entries:
+        return [
+            (
+                where,
+                f"no provider entry named {chosen.provider!r}"
+                f"{did_you_mean(chosen.provider, list(entries))}",
+            )
+        ]
+    if entries[chosen.provider].type != "openai":
+        return [
+            (
+                where,
+                f"provider {chosen.provider!r} is not of type openai "
+                "(transcription uses OpenAI's audio API)",
+            )
+        ]
+    return []

@@ -17,6 +17,8 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
+from chatbridge.core.media import MediaDesk, Prepared, accepted_media
+from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -29,6 +31,7 @@ from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
 from chatbridge.core.ports import (
     DeliveryError,
+    MediaRejected,
     Outbox,
     Prompt,
     Provider,
@@ -59,7 +62,11 @@ class Answerer:
         clock: Clock,
         access: AccessPolicy,
         metrics: Metrics,
+        media: MediaDesk | None = None,
     ) -> None:
+        """`media` decides about attachments and keeps images of live sessions
+        (shared across reloads, so the engine owns it)."""
+        self._media = media if media is not None else MediaDesk()
         self._settings = settings
         self._store = store
         self._provider = provider
@@ -75,7 +82,12 @@ class Answerer:
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
-        session, content = await self._open_turn(entry, now)
+        prepared = await self._prepare(entry, outbox)
+        if not prepared.answerable:
+            await self._store.inbox_done(entry.key)
+            return "failed"
+        session, content = await self._open_turn(entry, now, prepared.text)
+        conversation_key = entry.message.conversation.key
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -84,13 +96,18 @@ class Answerer:
         usage = Usage()
         try:
             if entry.answer is None:
+                earlier = self._media.live.attach(conversation_key, session.turns)
                 prompt = Prompt(
                     system=self._settings.system_prompt,
-                    messages=(*session.turns, Turn("user", content)),
-                    cache_key=Prompt.cache_key_for(entry.message.conversation.key),
+                    messages=(*earlier, Turn("user", content, parts=prepared.parts)),
+                    cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 try:
-                    usage = await self._stream(prompt, reply, outbox)
+                    try:
+                        usage = await self._stream(prompt, reply, outbox)
+                    except MediaRejected as exc:
+                        prepared = await self._without_media(exc, prepared, outbox)
+                        usage = await self._stream(_text_only(prompt), reply, outbox)
                 except ProviderError as exc:
                     await self._report_failure(exc, reply)
                     await self._store.inbox_done(entry.key)
@@ -115,11 +132,14 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
-        self._metrics.count_usage(entry.message.conversation.key, usage)
+        self._metrics.count_usage(conversation_key, usage)
+        self._media.live.remember(conversation_key, content, prepared.parts)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
-            self._remember(entry, session, content, answer, usage, now, fence=fence)
+            self._remember(
+                entry, session, content, answer, usage, now, fence=fence, said=prepared.text
+            )
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
@@ -139,13 +159,40 @@ class Answerer:
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
-    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send."""
+    async def _prepare(self, entry: InboxEntry, outbox: Outbox) -> Prepared:
+        """The message's attachments made into the turn's text and parts; their
+        notices (and what a voice note said) go out first, unless this is an
+        answer being finished after a crash (they went out before it)."""
+        settings = self._settings
+        prepared = await self._media.prepare(
+            entry.message,
+            outbox,
+            settings=settings.media,
+            language=settings.language,
+            accepts=accepted_media(self._provider),
+        )
+        if entry.answer is None:
+            for line in (*prepared.notices, prepared.heard):
+                if line:
+                    await send_text(outbox, line)
+        return prepared
+
+    async def _without_media(
+        self, exc: MediaRejected, prepared: Prepared, outbox: Outbox
+    ) -> Prepared:
+        """The provider refused the images/PDFs: one sentence, then the text alone."""
+        log.warning("the provider refused the attachments, answering the text: %s", exc)
+        await send_text(outbox, media_say(self._settings.language, "image_rejected"))
+        return Prepared(prepared.text, notices=prepared.notices, heard=prepared.heard)
+
+    async def _open_turn(self, entry: InboxEntry, now: float, said: str) -> tuple[Session, str]:
+        """The session to continue (or a new one) and the user turn to send;
+        `said` is the message's text with its attachments' (`Prepared.text`)."""
         message = entry.message
         conversation = message.conversation
         settings = self._settings
         text = neutralise(
-            cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
+            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
         )
         session = await self._store.load_session(conversation.key)
         if session is not None and not session.expired(now, settings.session_ttl):
@@ -209,8 +256,12 @@ class Answerer:
         now: float,
         *,
         fence: int = 0,
+        said: str | None = None,
     ) -> bool:
         """Commit the exchange and mark the entry done; False if the store failed.
+
+        `said` is what the ring keeps of the user's message (the text with its
+        attachments' placeholders or transcript), by default the message's text.
 
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
@@ -224,7 +275,9 @@ class Answerer:
         )
         ring_entry = MemoryEntry(
             timestamp=now,
-            user_message=cut_text(entry.message.text, settings.user_chars),
+            user_message=cut_text(
+                entry.message.text if said is None else said, settings.user_chars
+            ),
             assistant_summary=cut_summary(answer, settings.summary_chars),
             session_name=conversation.key,
             user=updated.user,
@@ -250,6 +303,12 @@ class Answerer:
                 await self._store.inbox_done(entry.key)
             return False
         return True
+
+
+def _text_only(prompt: Prompt) -> Prompt:
+    """`prompt` without any image or document part."""
+    turns = tuple(Turn(t.role, t.content) for t in prompt.messages)
+    return Prompt(system=prompt.system, messages=turns, cache_key=prompt.cache_key)
 
 
 @contextlib.asynccontextmanager

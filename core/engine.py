@@ -34,10 +34,11 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
+from chatbridge.core.media import MediaDesk
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
-from chatbridge.core.ports import Outbox, Provider
+from chatbridge.core.ports import Outbox, Provider, Transcriber
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import LeaseLost, Store, StoreError
 from chatbridge.core.texts import COMMANDS
@@ -71,6 +72,7 @@ class Engine:
         leases: ConversationLeases | None = None,
         notices: CancelNotices | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        transcriber: Transcriber | None = None,
     ) -> None:
         """`leases` shared with other replicas (Redis) make this a replica:
         `resume` then also starts the sweep every `lease_ttl` seconds, which
@@ -90,14 +92,6 @@ class Engine:
         self._background: set[asyncio.Task[None]] = set()
         self._superseded: dict[str, float] = {}  # cancel mode: newest received_at elsewhere
         self._inflight_at: dict[str, float] = {}  # received_at of the reply in self._inflight
-        self._answerer = Answerer(
-            settings,
-            store=store,
-            provider=provider,
-            clock=self.clock,
-            access=self.access,
-            metrics=self.metrics,
-        )
         self._outboxes: dict[str, OutboxFactory] = {}
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
         self._finished: dict[str, asyncio.Future[None]] = {}
@@ -106,6 +100,8 @@ class Engine:
         self._inflight: dict[str, asyncio.Task[str]] = {}
         self._newest: dict[str, int] = {}  # cancel mode: message count per conversation
         self._draining = False
+        self.media = MediaDesk(transcriber=transcriber)  # attachments; images of live sessions
+        self._answerer = self._new_answerer()
 
     def reconfigure(
         self, settings: EngineSettings, *, provider: Provider, access: AccessPolicy
@@ -117,15 +113,19 @@ class Engine:
         """
         old = self.provider
         self.settings, self.provider, self.access = settings, provider, access
-        self._answerer = Answerer(
-            settings,
-            store=self.store,
-            provider=provider,
-            clock=self.clock,
-            access=access,
-            metrics=self.metrics,
-        )
+        self._answerer = self._new_answerer()
         return old
+
+    def _new_answerer(self) -> Answerer:
+        return Answerer(
+            self.settings,
+            store=self.store,
+            provider=self.provider,
+            clock=self.clock,
+            access=self.access,
+            metrics=self.metrics,
+            media=self.media,
+        )
 
     # -- intake ---------------------------------------------------------------
 

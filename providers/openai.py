@@ -16,9 +16,15 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from chatbridge.core.models import Usage
-from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_error
+from chatbridge.core.models import Turn, Usage
+from chatbridge.providers._wire import (
+    PLACEHOLDER_KEY,
+    media_accepted,
+    retry_after_seconds,
+    status_error,
+)
 from chatbridge.providers.base import (
+    MediaRejected,
     Prompt,
     ProviderError,
     ProviderTimeout,
@@ -62,10 +68,12 @@ class OpenAIProvider:
         timeout: float,
         max_retries: int,
         max_tokens: int,
+        vision: bool = True,
     ) -> None:
         self.name = name
         self.label = name
         self.model = model
+        self.accepts = media_accepted("openai", vision=vision, base_url=base_url)
         self._secret = api_key
         self._timeout = timeout
         self._max_tokens = max_tokens
@@ -98,7 +106,8 @@ class OpenAIProvider:
             if turn.role == "assistant":
                 messages.append({"role": "assistant", "content": turn.content})
             else:
-                messages.append({"role": "user", "content": turn.content})
+                messages.append({"role": "user", "content": self._user_content(turn)})
+        has_media = any(t.parts for t in prompt.messages)
         usage: Usage | None = None
         finished = False
         try:
@@ -113,6 +122,12 @@ class OpenAIProvider:
                         if choice.delta is not None and choice.delta.content:
                             yield TextDelta(choice.delta.content)
         except WIRE_ERRORS as exc:
+            if has_media and _refused_request(exc):
+                raise MediaRejected(
+                    f"Provider {self.name!r} refused a request with images or files "
+                    f"(HTTP {getattr(exc, 'status_code', '?')}).",
+                    provider=self.name,
+                ) from exc
             raise self._mapped(exc) from exc
         if not finished:
             raise ProviderUnavailable(
@@ -121,6 +136,28 @@ class OpenAIProvider:
             )
         if usage is not None:
             yield UsageReport(usage)
+
+    def _user_content(self, turn: Turn) -> Any:
+        """A plain string, or with images/PDFs a list of parts: the text first,
+        then each image as a `data:` URL (never a platform URL), each PDF as a
+        file input. Parts this entry cannot take are left out."""
+        parts = [p for p in turn.parts if p.kind in self._part_kinds()]
+        if not parts:
+            return turn.content
+        content: list[dict[str, Any]] = []
+        if turn.content.strip():
+            content.append({"type": "text", "text": turn.content})
+        for part in parts:
+            url = f"data:{part.mime};base64,{part.data}"
+            if part.kind == "image":
+                content.append({"type": "image_url", "image_url": {"url": url}})
+            else:
+                file = {"filename": part.name or "document.pdf", "file_data": url}
+                content.append({"type": "file", "file": file})
+        return content
+
+    def _part_kinds(self) -> frozenset[str]:
+        return self.accepts
 
     async def _open(self, messages: list[ChatCompletionMessageParam], cache_key: str) -> Any:
         def create(key: str) -> Any:
@@ -186,6 +223,11 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
+
+
+def _refused_request(exc: Exception) -> bool:
+    """A 400/413/415/422: the server refused what the request carried."""
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 415, 422)
 
 
 def _usage(reported: Any) -> Usage:

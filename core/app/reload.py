@@ -35,6 +35,7 @@ RESTART_KEYS = (
     "memory.max_entries",
     "server",
     "logging",
+    "media.transcription",
 )
 
 

@@ -9,6 +9,8 @@ architecture test keeps it so). Three groups:
   adapter is and what it calls;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
   answer is generated;
+- media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
+  bytes and voice transcripts;
 - cursors (`ChannelCursors`): where a platform that never redelivers keeps
   its place per channel.
 """
@@ -23,6 +25,13 @@ from chatbridge.core.ports.delivery import (
     PreviewSource,
     SentMessage,
 )
+from chatbridge.core.ports.media import (
+    FetchFailed,
+    FileSource,
+    FileTooLarge,
+    MediaError,
+    Transcriber,
+)
 from chatbridge.core.ports.platform import (
     MessageHandler,
     Platform,
@@ -31,6 +40,7 @@ from chatbridge.core.ports.platform import (
 )
 from chatbridge.core.ports.provider import (
     InvalidRequest,
+    MediaRejected,
     Prompt,
     Provider,
     ProviderError,
@@ -47,8 +57,13 @@ __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "FetchFailed",
+    "FileSource",
+    "FileTooLarge",
     "InvalidRequest",
     "LivePreview",
+    "MediaError",
+    "MediaRejected",
     "MessageHandler",
     "Outbox",
     "Platform",
@@ -66,5 +81,6 @@ __all__ = [
     "SentMessage",
     "StreamEvent",
     "TextDelta",
+    "Transcriber",
     "UsageReport",
 ]
