@@ -32,6 +32,7 @@ from aiohttp import web
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -151,6 +152,7 @@ class DiscordPlatform:
         self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
         self._background = BackgroundTasks("discord")
+        self._files = Downloader("discord")
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
@@ -216,8 +218,9 @@ class DiscordPlatform:
             self._client,
             address,
             edit_interval=interval,
-            thread_name=message.text[:90],
+            thread_name=message.text[:90] or " ".join(a.name for a in message.attachments)[:90],
             on_thread=self._opened_thread,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -227,6 +230,7 @@ class DiscordPlatform:
     async def aclose(self) -> None:
         self._receiving = self._connected = False
         await self._background.aclose()
+        await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
         if self._task is not None:

@@ -12,7 +12,15 @@ from typing import Any, TypeVar
 
 import discord
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.core.models import Attachment
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    FetchFailed,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -80,6 +88,7 @@ class DiscordOutbox:
         edit_interval: float = 1.0,
         thread_name: str = "",
         on_thread: Callable[[int], None] | None = None,
+        files: Downloader | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
@@ -90,6 +99,13 @@ class DiscordOutbox:
         self._open_thread = address.open_thread
         self._thread_name = (thread_name or "Answer")[:90]
         self._on_thread = on_thread
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the attachment from its CDN URL, capped."""
+        if self._files is None:
+            raise FetchFailed("discord: this outbox cannot fetch files")
+        return await self._files.get(attachment.ref, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:
