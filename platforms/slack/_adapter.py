@@ -36,6 +36,7 @@ from chatbridge.platforms._runtime import (
     reveal,
 )
 
+from ._files import SlackFiles
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
 from ._outbox import SlackOutbox, StatusSwitch
@@ -86,6 +87,9 @@ class SlackPlatform:
         secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
         self._verifier = SignatureVerifier(secret or "socket-mode-needs-no-secret")
         self._client = AsyncWebClient(token=self._bot_token, base_url=config.base_url)
+        self._files = SlackFiles(
+            self._bot_token, base_url=config.base_url or "https://slack.com/api/"
+        )
         self._app = AsyncApp(
             client=self._client,
             signing_secret=secret or "socket-mode-needs-no-secret",
@@ -171,6 +175,7 @@ class SlackPlatform:
             streams=self._streams,
             recipient_user=message.conversation.user,
             team=self._team,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -185,6 +190,7 @@ class SlackPlatform:
 
     async def aclose(self) -> None:
         await self.stop_receiving()
+        await self._files.aclose()
 
     def _listener(self) -> Any:
         async def on_event(body: dict[str, Any], event: dict[str, Any]) -> None:
