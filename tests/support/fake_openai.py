@@ -67,6 +67,10 @@ class FakeOpenAI(FakeSSEServer):
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         """Like OpenAI: a multipart form with `model` and `file`; JSON `{text, usage}`."""
+        if self.api_key is not None and self.presented_key(request) != self.api_key:
+            error = {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                     "param": None, "code": "invalid_api_key"}  # fmt: skip
+            return web.json_response({"error": error}, status=401)
         form = await request.post()
         upload, model = form.get("file"), form.get("model")
         if not isinstance(upload, web.FileField) or not isinstance(model, str):
