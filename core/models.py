@@ -86,7 +86,7 @@ class MediaPart:
 
     kind: str
     mime: str
-    data: str  # base64
+    data: bytes  # base64 (ASCII): spliced into a request body without a text copy
     name: str = ""
 
 

@@ -79,7 +79,7 @@ def alternate_roles(
 def _block(part: MediaPart) -> dict[str, Any]:
     """An image or document content block with base64 data (never a URL)."""
     kind = "image" if part.kind == "image" else "document"
-    source = {"type": "base64", "media_type": part.mime, "data": part.data}
+    source = {"type": "base64", "media_type": part.mime, "data": part.data.decode("ascii")}
     return {"type": kind, "source": source}
 
 

@@ -107,7 +107,7 @@ def _image(ref: str, size: int = 0) -> Attachment:
     return Attachment(AttachmentKind.IMAGE, "image/jpeg", size, "photo.jpg", ref)
 
 
-def _parts(prompt: Prompt) -> list[list[str]]:
+def _parts(prompt: Prompt) -> list[list[bytes]]:
     """Per user turn of the prompt: the base64 data of its parts."""
     return [[p.data for p in t.parts] for t in prompt.messages if t.role == "user"]
 
@@ -127,7 +127,7 @@ async def test_an_image_stays_in_the_session_for_its_message_and_the_next_three(
     await _say(engine, outbox, "Was steht da?", [_image("img")])
     for n in range(KEEP_TURNS + 1):
         await _say(engine, outbox, f"Frage {n}")
-    encoded = base64.b64encode(image).decode()
+    encoded = base64.b64encode(image)
     seen = [_parts(p)[0] for p in provider.prompts]
     assert seen == [[encoded]] * (KEEP_TURNS + 1) + [[]]
     first_turn = provider.prompts[-1].messages[0]
@@ -135,7 +135,7 @@ async def test_an_image_stays_in_the_session_for_its_message_and_the_next_three(
     assert outbox.fetched == ["img"], "fetched once, kept in memory for the next messages"
     ring = await engine.store.ring(f"telegram:{ALICE}", since=0)
     assert ring[0].user_message == "[Bild] Was steht da?"
-    assert all(encoded[:40] not in e.user_message for e in ring)
+    assert all(encoded[:40].decode() not in e.user_message for e in ring)
     await engine.store.aclose()
 
 

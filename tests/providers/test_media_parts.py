@@ -9,18 +9,24 @@ import pytest
 from chatbridge.core.models import MediaPart, Turn
 from chatbridge.providers._wire import media_accepted
 from chatbridge.providers.anthropic import AnthropicProvider
-from chatbridge.providers.base import MediaRejected, Prompt, ProviderMisconfigured
+from chatbridge.providers.base import (
+    MediaRejected,
+    Prompt,
+    ProviderMisconfigured,
+    TextDelta,
+)
 from chatbridge.providers.openai import OpenAIProvider
 from chatbridge.providers.transcription import OpenAITranscriber, upload_name
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.media import OGG, PDF, png
+from tests.support.sse import Fault, Reply
 
 IMAGE = png(300)
 IMAGE_B64 = base64.b64encode(IMAGE).decode()
 PDF_B64 = base64.b64encode(PDF).decode()
-PARTS = (MediaPart("image", "image/png", IMAGE_B64, "photo.jpg"),
-         MediaPart("document", "application/pdf", PDF_B64, "brief.pdf"))  # fmt: skip
+PARTS = (MediaPart("image", "image/png", IMAGE_B64.encode(), "photo.jpg"),
+         MediaPart("document", "application/pdf", PDF_B64.encode(), "brief.pdf"))  # fmt: skip
 PROMPT = Prompt(
     system="sys",
     messages=(
@@ -65,6 +71,21 @@ async def test_openai_itself_gets_data_url_images_and_file_inputs(
         "type": "file",
         "file": {"filename": "brief.pdf", "file_data": f"data:application/pdf;base64,{PDF_B64}"},
     }
+
+
+async def test_a_request_with_an_image_is_retried_whole_by_the_sdk() -> None:
+    async with FakeOpenAI() as fake:
+        fake.script(Fault.server_error(500), Reply(text="Ein Etikett."))
+        provider = OpenAIProvider("main", model="gpt", api_key="sk-test", base_url=fake.base_url,
+                                  timeout=5, max_retries=1, max_tokens=50)  # fmt: skip
+        texts = [e.text async for e in provider.stream(PROMPT) if isinstance(e, TextDelta)]
+        await provider.aclose()
+    assert "".join(texts) == "Ein Etikett."
+    assert len(fake.requests) == 2
+    for request in fake.requests:
+        image = request.body["messages"][1]["content"][1]
+        assert image["image_url"]["url"] == f"data:image/png;base64,{IMAGE_B64}"
+        assert int(request.headers["content-length"]) > len(IMAGE_B64)
 
 
 async def test_a_compatible_server_refusing_images_is_media_rejected() -> None:
