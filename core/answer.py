@@ -96,7 +96,9 @@ class Answerer:
         usage = Usage()
         try:
             if entry.answer is None:
-                earlier = self._media.live.attach(conversation_key, session.turns)
+                earlier = self._media.live.attach(
+                    conversation_key, session.started_at, session.turns
+                )
                 prompt = Prompt(
                     system=self._settings.system_prompt,
                     messages=(*earlier, Turn("user", content, parts=prepared.parts)),
@@ -133,7 +135,7 @@ class Answerer:
         finally:
             await reply.aclose()
         self._metrics.count_usage(conversation_key, usage)
-        self._media.live.remember(conversation_key, content, prepared.parts)
+        self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(

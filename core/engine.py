@@ -311,7 +311,8 @@ class Engine:
         late = self.clock.now() - entry.received_at > settings.redeliver_within
         if late and entry.answer is None:
             log.info("%s is too old to answer; sending a notice", entry.key)
-            preview = " ".join(message.text.split())[:60]
+            said = message.text or ", ".join(a.name for a in message.attachments)
+            preview = " ".join(said.split())[:60]
             await send_text(outbox, settings.say("late", preview=preview))
             await self.store.inbox_done(entry.key)
             return "late"

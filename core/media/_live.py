@@ -28,27 +28,34 @@ class LiveMedia:
     def __init__(self, *, keep_turns: int = KEEP_TURNS, budget: int = BUDGET_BYTES) -> None:
         self._keep = keep_turns
         self._budget = budget
-        # (conversation key, turn content) -> parts, oldest first
-        self._parts: OrderedDict[tuple[str, str], tuple[MediaPart, ...]] = OrderedDict()
+        # (conversation key, session start, turn content) -> parts, oldest first
+        self._parts: OrderedDict[tuple[str, float, str], tuple[MediaPart, ...]] = OrderedDict()
 
-    def remember(self, conversation: str, content: str, parts: tuple[MediaPart, ...]) -> None:
-        """Keep `parts` for the user turn `content` of `conversation`."""
+    def remember(
+        self, conversation: str, session: float, content: str, parts: tuple[MediaPart, ...]
+    ) -> None:
+        """Keep `parts` for the user turn `content` of the session of
+        `conversation` that started at `session`."""
         if not parts or self._keep <= 0:
             return
-        self._parts[(conversation, content)] = parts
-        self._parts.move_to_end((conversation, content))
+        key = (conversation, session, content)
+        self._parts[key] = parts
+        self._parts.move_to_end(key)
         while self._size() > self._budget and self._parts:
             self._parts.popitem(last=False)
 
-    def attach(self, conversation: str, turns: Sequence[Turn]) -> tuple[Turn, ...]:
-        """`turns` with the kept parts put back on the last `KEEP_TURNS` user turns;
-        parts of older turns (or of turns no longer in the session) are dropped."""
+    def attach(self, conversation: str, session: float, turns: Sequence[Turn]) -> tuple[Turn, ...]:
+        """`turns` with the kept parts put back on the last `KEEP_TURNS` user turns.
+
+        Parts of older turns, of turns no longer in the session and of any
+        other session of the conversation (after `/new`, `/forget`, a TTL
+        gap) are dropped: a new session never sees an earlier one's images."""
         user_turns = [i for i, t in enumerate(turns) if t.role == "user"]
         recent = set(user_turns[-self._keep :]) if self._keep > 0 else set()
         out = list(turns)
-        keep: set[tuple[str, str]] = set()
+        keep: set[tuple[str, float, str]] = set()
         for index in recent:
-            key = (conversation, turns[index].content)
+            key = (conversation, session, turns[index].content)
             parts = self._parts.get(key)
             if parts:
                 out[index] = replace(turns[index], parts=parts)
@@ -56,10 +63,6 @@ class LiveMedia:
         for key in [k for k in self._parts if k[0] == conversation and k not in keep]:
             del self._parts[key]
         return tuple(out)
-
-    def forget(self, conversation: str) -> None:
-        for key in [k for k in self._parts if k[0] == conversation]:
-            del self._parts[key]
 
     def _size(self) -> int:
         return sum(len(p.data) for parts in self._parts.values() for p in parts)

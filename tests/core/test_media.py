@@ -282,3 +282,15 @@ async def test_voice_is_answered_as_typed_and_the_ring_keeps_the_transcript(
     ring = await engine.store.ring(f"telegram:{ALICE}", since=0)
     assert [e.user_message for e in ring] == ["Soll Mittwoch kommen"]
     await engine.store.aclose()
+
+
+async def test_a_new_session_never_sees_an_earlier_sessions_image(tmp_path: Path) -> None:
+    provider = SeeingProvider("ok")
+    engine = _engine(tmp_path, provider)
+    await _open(engine)
+    outbox = FileOutbox({"img": png(500)})
+    await _say(engine, outbox, "Mein Ausweis", [_image("img")])
+    await _say(engine, outbox, "/new")
+    # Typed to look exactly like the earlier turn's placeholder text.
+    await _say(engine, outbox, "[Bild] Mein Ausweis")
+    assert all(not t.parts for t in provider.prompts[-1].messages)
