@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatbridge.config import ConfigError, load_config_text
+from chatbridge.config import ChatbridgeConfig, ConfigError, load_config_text
 
 PROVIDERS = """
 providers:
@@ -14,7 +14,7 @@ providers:
 """
 
 
-def _load(text: str):  # type: ignore[no-untyped-def]
+def _load(text: str) -> ChatbridgeConfig:
     return load_config_text(text, source="FILE", environ={})
 
 

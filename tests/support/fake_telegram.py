@@ -265,10 +265,10 @@ class FakeTelegram:
                 message["caption_entities"] = entities
         for kind, value in media.items():
             message[kind] = self._media_json(kind, value)
-        update = {"update_id": next(self._update_ids), "message": message}
-        self._pending.append(update)
+        update_id = next(self._update_ids)
+        self._pending.append({"update_id": update_id, "message": message})
         self._arrived.set()
-        return int(update["update_id"])
+        return update_id
 
     def _media_json(self, kind: str, value: Any) -> Any:
         if kind == "photo":
