@@ -104,3 +104,19 @@ async def test_forum_topic_is_a_thread_and_the_reply_stays_in_it(
     assert fake.messages(GROUP)[-1].thread_id == 77
     [action] = fake.calls_to("sendChatAction")
     assert action.params["message_thread_id"] == 77
+
+
+async def test_a_photo_in_a_group_counts_when_its_caption_mentions_the_bot(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    photo = fake.add_file(b"\x89PNG\r\n\x1a\n....", path="photos/file_1.jpg")
+    fake.push_media(GROUP, 1, caption="Und das hier?", chat_type="supergroup", photo=[photo])
+    fake.push_media(GROUP, 1, caption="@bridge_bot was steht da?", chat_type="supergroup",
+                    photo=[photo])  # fmt: skip
+    assert await _handled_before_marker(fake, engine) == ["was steht da?"]
+    [message] = engine.handled[:1]
+    [attachment] = message.attachments
+    assert (attachment.kind, attachment.name) == ("image", "photo.jpg")
+    assert photo in attachment.ref
+    assert fake.downloads == [], "the adapter only describes; core decides and fetches"
