@@ -34,7 +34,7 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
-from chatbridge.core.media import MediaDesk
+from chatbridge.core.media import MediaDesk, clean_attachments
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
@@ -147,7 +147,9 @@ class Engine:
             raise NotAccepting("shutting down")
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
-        message = dataclasses.replace(message, text=clean_text(message.text))
+        message = dataclasses.replace(
+            message, text=clean_text(message.text), attachments=clean_attachments(message)
+        )
         now = self.clock.now()
         # A message fetched late (Discord catch-up) is as old as its user's send.
         received_at = min(now, message.sent_at) if message.sent_at else now

@@ -6,7 +6,7 @@ go to the model inline (as `MediaPart`s of the user turn), voice is
 transcribed, text files are read as text, everything else gets one sentence.
 """
 
-from chatbridge.core.media._kinds import kind_of
+from chatbridge.core.media._kinds import clean_attachments, kind_of
 from chatbridge.core.media._live import KEEP_TURNS, LiveMedia
 from chatbridge.core.media._prepare import MediaDesk, Prepared, accepted_media
 from chatbridge.core.media._settings import MediaSettings, parse_size
@@ -18,6 +18,7 @@ __all__ = [
     "MediaSettings",
     "Prepared",
     "accepted_media",
+    "clean_attachments",
     "kind_of",
     "parse_size",
 ]

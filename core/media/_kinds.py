@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from chatbridge.core.models import AttachmentKind
+import dataclasses
 
-__all__ = ["IMAGE_TYPES", "PDF", "kind_of", "sniff_image"]
+from chatbridge.core.incoming import clean_text
+from chatbridge.core.models import Attachment, AttachmentKind, IncomingMessage
+
+__all__ = ["IMAGE_TYPES", "PDF", "clean_attachments", "kind_of", "sniff_image"]
+
+NAME_CHARS = 120  # a file name as the bot repeats it in a sentence or the prompt
 
 PDF = "application/pdf"
 # What both OpenAI and Anthropic take as image input.
@@ -82,3 +87,17 @@ def sniff_image(data: bytes | bytearray) -> str:
 def looks_binary(data: bytes | bytearray) -> bool:
     """A file announced as text that is not (a NUL in its first 8 KB)."""
     return b"\x00" in bytes(data[:8192])
+
+
+def clean_attachments(message: IncomingMessage) -> tuple[Attachment, ...]:
+    """The message's attachments with names, types and references made safe
+    for the store and the chat (`incoming.clean_text`); names cut short."""
+    return tuple(
+        dataclasses.replace(
+            a,
+            name=clean_text(a.name)[:NAME_CHARS],
+            mime=clean_text(a.mime)[:NAME_CHARS],
+            ref=clean_text(a.ref),
+        )
+        for a in message.attachments
+    )

@@ -294,3 +294,14 @@ async def test_a_new_session_never_sees_an_earlier_sessions_image(tmp_path: Path
     # Typed to look exactly like the earlier turn's placeholder text.
     await _say(engine, outbox, "[Bild] Mein Ausweis")
     assert all(not t.parts for t in provider.prompts[-1].messages)
+
+
+async def test_a_broken_file_name_is_stored_and_repeated_safely(tmp_path: Path) -> None:
+    provider = ScriptedProvider("ok")
+    engine = _engine(tmp_path, provider)
+    await _open(engine)
+    outbox = FileOutbox({})
+    odd = Attachment(AttachmentKind.OTHER, "application/x\ud800", 3, "a\ud800b\x1b[31m.bin", "r")
+    shown = await _say(engine, outbox, "", [odd])
+    assert shown == ["Ich kann Bilder, Sprachnachrichten, Textdateien und PDFs lesen; "
+                     "a\ufffdb[31m.bin ist nichts davon."]  # fmt: skip
