@@ -108,6 +108,7 @@ class Answerer:
                     try:
                         usage = await self._stream(prompt, reply, outbox)
                     except MediaRejected as exc:
+                        self._media.live.drop(conversation_key)  # not to be refused again
                         prepared = await self._without_media(exc, prepared, outbox)
                         usage = await self._stream(_text_only(prompt), reply, outbox)
                 except ProviderError as exc:

@@ -64,5 +64,10 @@ class LiveMedia:
             del self._parts[key]
         return tuple(out)
 
+    def drop(self, conversation: str) -> None:
+        """Forget every part of `conversation` (its provider refused them)."""
+        for key in [k for k in self._parts if k[0] == conversation]:
+            del self._parts[key]
+
     def _size(self) -> int:
         return sum(len(p.data) for parts in self._parts.values() for p in parts)

@@ -167,6 +167,7 @@ async def test_a_provider_refusing_the_image_gets_the_text_alone(tmp_path: Path)
                      "Nur Text."]  # fmt: skip
     await _say(engine, outbox, "Und jetzt?")
     assert all(not t.parts for t in provider.prompts[-1].messages), "not sent again"
+    assert len(outbox.texts) == 3, "one sentence only, not again with the next message"
     await engine.store.aclose()
 
 
