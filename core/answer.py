@@ -29,6 +29,7 @@ from chatbridge.core.memory import (
 )
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.outcome import Outcome
 from chatbridge.core.ports import (
     DeliveryError,
     MediaRejected,
@@ -76,16 +77,16 @@ class Answerer:
 
     async def answer(
         self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
-    ) -> str:
-        """Returns the outcome; `cut()` tells a shutdown from other cancels.
+    ) -> Outcome:
+        """Returns the outcome (the caller closes the entry with it); `cut()`
+        tells a shutdown from other cancels.
 
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         prepared = await self._prepare(entry, outbox)
         if not prepared.answerable:
-            await self._store.inbox_done(entry.key)
-            return "failed"
+            return Outcome.FAILED  # nothing left to ask: the notices said why
         session, content = await self._open_turn(entry, now, prepared.text)
         conversation_key = entry.message.conversation.key
 
@@ -113,13 +114,11 @@ class Answerer:
                         usage = await self._stream(_text_only(prompt), reply, outbox)
                 except ProviderError as exc:
                     await self._report_failure(exc, reply)
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 answer = reply.text.strip()
                 if not answer:
                     await reply.finish(self._settings.say("empty_answer"))
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
             else:
                 answer = entry.answer  # recorded before a crash; finish delivering it
@@ -127,8 +126,7 @@ class Answerer:
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
             await self._tell_undelivered(outbox)
-            await self._store.inbox_done(entry.key)
-            return "undelivered"
+            return Outcome.UNDELIVERED
         except asyncio.CancelledError:
             if cut() and reply.started:
                 await self._show_cut(reply)
@@ -146,7 +144,8 @@ class Answerer:
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
-        return "answered"
+            return Outcome.NOT_STORED
+        return Outcome.ANSWERED
 
     async def _tell_undelivered(self, outbox: Outbox) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
@@ -261,7 +260,7 @@ class Answerer:
         fence: int = 0,
         said: str | None = None,
     ) -> bool:
-        """Commit the exchange and mark the entry done; False if the store failed.
+        """Commit the exchange, which closes the entry; False if the store failed.
 
         `said` is what the ring keeps of the user's message (the text with its
         attachments' placeholders or transcript), by default the message's text.
@@ -302,8 +301,6 @@ class Answerer:
             raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)
-            with contextlib.suppress(StoreError):
-                await self._store.inbox_done(entry.key)
             return False
         return True
 

@@ -106,6 +106,11 @@ class IncomingMessage:
     `attachments` are the files sent with it, as references (`Attachment`);
     `text` is then the caption, possibly "".
 
+    `order` is the platform's own order of the conversation's messages
+    (Telegram `message_id`, Slack `ts` in microseconds, a Discord snowflake),
+    0 where it has none; a conversation's messages are answered in this
+    order, arrival order where it is 0.
+
     `sent_at` is the wall time the user sent it, set for a message fetched
     late (Discord's catch-up after a restart); 0 means it arrived as it was
     sent. The inbox entry's `received_at` is the earlier of the two, so
@@ -118,6 +123,7 @@ class IncomingMessage:
     event_id: str = ""
     reply_address: str = ""
     attachments: tuple[Attachment, ...] = ()
+    order: int = 0
     # Not stored and not compared: the inbox entry's `received_at` carries it.
     sent_at: float = field(default=0.0, compare=False)
 

@@ -28,7 +28,7 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 
-__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message"]
+__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
 
 PLATFORM = "slack"
 _MAX_THREADS = 10_000  # remembered threads; the oldest are forgotten first
@@ -126,6 +126,7 @@ def to_message(
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
         attachments=attachments,
+        order=ts_order(ts),
     )
 
 
@@ -151,3 +152,12 @@ def attachments_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
         kind = AttachmentKind.VOICE if clip else kind_of(mime, name)
         found.append(Attachment(kind, mime, size, name, url, transcript_shown=clip))
     return tuple(found)
+
+
+def ts_order(ts: str) -> int:
+    """A message `ts` ("1700000000.123456") as microseconds, the conversation's
+    order; 0 (arrival order) for one that is not such a number."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or not (fraction.isdigit() or fraction == ""):
+        return 0
+    return int(seconds) * 1_000_000 + int(fraction.ljust(6, "0")[:6])

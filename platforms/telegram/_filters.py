@@ -95,6 +95,7 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             event_id=str(update.update_id),
             reply_address=encode_address(msg.chat.id, thread, reply_to),
             attachments=attachments,
+            order=msg.message_id,  # increases within a chat: the conversation's order
         ),
     )
 
