@@ -12,6 +12,7 @@ from ._base import Section
 from ._duration import Duration, LongDuration
 from ._errors import ConfigIssue, Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
+from ._media import MediaConfig
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
 from ._scopes import ScopeId, ScopeSettings, empty_scopes_as_mappings
@@ -204,6 +205,9 @@ class ChatbridgeConfig(Section):
     def _empty_scopes(cls, value: object) -> object:
         return empty_scopes_as_mappings(value)
 
+    media: MediaConfig = MediaConfig()
+    """Photos, voice messages and files."""
+
     @model_validator(mode="after")
     def _check_references(self) -> ChatbridgeConfig:
         """Cross-section checks: access names must be identities, IDs belong to one person."""
@@ -231,5 +235,32 @@ class ChatbridgeConfig(Section):
             if scope.model is not None and not entries:
                 message = "a scope's model needs a providers entry (none are configured)"
                 issues.append((("scopes", scope_id, "model"), message))
+        issues += _transcription_issues(self)
         raise_if(issues)
         return self
+
+
+def _transcription_issues(config: ChatbridgeConfig) -> list[tuple[Loc, str]]:
+    """`media.transcription.provider` must name an `openai` entry."""
+    chosen = config.media.transcription
+    if chosen is None:
+        return []
+    entries = config.providers.entries
+    where: Loc = ("media", "transcription", "provider")
+    if chosen.provider not in entries:
+        return [
+            (
+                where,
+                f"no provider entry named {chosen.provider!r}"
+                f"{did_you_mean(chosen.provider, list(entries))}",
+            )
+        ]
+    if entries[chosen.provider].type != "openai":
+        return [
+            (
+                where,
+                f"provider {chosen.provider!r} is not of type openai "
+                "(transcription uses OpenAI's audio API)",
+            )
+        ]
+    return []

@@ -17,6 +17,8 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
+from chatbridge.core.media import MediaDesk, Prepared, accepted_media
+from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -31,6 +33,7 @@ from chatbridge.core.outcome import Outcome
 from chatbridge.core.places import PlaceSettings, SessionModels
 from chatbridge.core.ports import (
     DeliveryError,
+    MediaRejected,
     Outbox,
     Prompt,
     Provider,
@@ -61,7 +64,11 @@ class Answerer:
         access: AccessPolicy,
         metrics: Metrics,
         session_models: SessionModels | None = None,
+        media: MediaDesk | None = None,
     ) -> None:
+        """`media` decides about attachments and keeps images of live sessions
+        (shared across reloads, so the engine owns it)."""
+        self._media = media if media is not None else MediaDesk()
         self._store = store
         self._clock = clock
         self._access = access
@@ -84,7 +91,11 @@ class Answerer:
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         settings, provider = place.settings, place.provider
-        session, content = await self._open_turn(entry, now, place)
+        prepared = await self._prepare(entry, outbox, settings, provider)
+        if not prepared.answerable:
+            return Outcome.FAILED  # nothing left to ask: the notices said why
+        session, content = await self._open_turn(entry, now, place, prepared.text)
+        conversation_key = entry.message.conversation.key
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -93,13 +104,21 @@ class Answerer:
         usage = Usage()
         try:
             if entry.answer is None:
+                earlier = self._media.live.attach(
+                    conversation_key, session.started_at, session.turns
+                )
                 prompt = Prompt(
                     system=settings.system_prompt,
-                    messages=(*session.turns, Turn("user", content)),
-                    cache_key=Prompt.cache_key_for(entry.message.conversation.key),
+                    messages=(*earlier, Turn("user", content, parts=prepared.parts)),
+                    cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 try:
-                    usage = await self._stream(provider, prompt, reply, outbox)
+                    try:
+                        usage = await self._stream(provider, prompt, reply, outbox)
+                    except MediaRejected as exc:
+                        self._media.live.drop(conversation_key)  # not to be refused again
+                        prepared = await self._without_media(exc, prepared, outbox, settings)
+                        usage = await self._stream(provider, _text_only(prompt), reply, outbox)
                 except ProviderError as exc:
                     await self._report_failure(exc, reply, settings, provider)
                     return Outcome.FAILED
@@ -121,13 +140,23 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
-        key = entry.message.conversation.key
-        self._metrics.count_usage(key, usage, scope=place.metric_scope)
-        self._session_models.remember(key, place.fingerprint)
+        self._metrics.count_usage(conversation_key, usage, scope=place.metric_scope)
+        self._session_models.remember(conversation_key, place.fingerprint)
+        self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
-            self._remember(entry, session, content, answer, usage, now, settings, fence=fence)
+            self._remember(
+                entry,
+                session,
+                content,
+                answer,
+                usage,
+                now,
+                settings,
+                fence=fence,
+                said=prepared.text,
+            )
         )
         if not stored:
             await send_text(outbox, settings.say("not_stored"))
@@ -148,10 +177,38 @@ class Answerer:
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
+    async def _prepare(
+        self, entry: InboxEntry, outbox: Outbox, settings: EngineSettings, provider: Provider
+    ) -> Prepared:
+        """The message's attachments made into the turn's text and parts; their
+        notices (and what a voice note said) go out first, unless this is an
+        answer being finished after a crash (they went out before it)."""
+        prepared = await self._media.prepare(
+            entry.message,
+            outbox,
+            settings=settings.media,
+            language=settings.language,
+            accepts=accepted_media(provider),
+        )
+        if entry.answer is None:
+            for line in (*prepared.notices, prepared.heard):
+                if line:
+                    await send_text(outbox, line)
+        return prepared
+
+    async def _without_media(
+        self, exc: MediaRejected, prepared: Prepared, outbox: Outbox, settings: EngineSettings
+    ) -> Prepared:
+        """The provider refused the images/PDFs: one sentence, then the text alone."""
+        log.warning("the provider refused the attachments, answering the text: %s", exc)
+        await send_text(outbox, media_say(settings.language, "image_rejected"))
+        return Prepared(prepared.text, notices=prepared.notices, heard=prepared.heard)
+
     async def _open_turn(
-        self, entry: InboxEntry, now: float, place: PlaceSettings
+        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str
     ) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send.
+        """The session to continue (or a new one) and the user turn to send;
+        `said` is the message's text with its attachments' (`Prepared.text`).
 
         A session whose provider or model a reload changed is not continued:
         the new one bridges as after a gap."""
@@ -159,7 +216,7 @@ class Answerer:
         conversation = message.conversation
         settings = place.settings
         text = neutralise(
-            cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
+            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
         )
         session = await self._store.load_session(conversation.key)
         live = session is not None and not session.expired(now, settings.session_ttl)
@@ -235,8 +292,12 @@ class Answerer:
         settings: EngineSettings,
         *,
         fence: int = 0,
+        said: str | None = None,
     ) -> bool:
         """Commit the exchange, which closes the entry; False if the store failed.
+
+        `said` is what the ring keeps of the user's message (the text with its
+        attachments' placeholders or transcript), by default the message's text.
 
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
@@ -249,7 +310,9 @@ class Answerer:
         )
         ring_entry = MemoryEntry(
             timestamp=now,
-            user_message=cut_text(entry.message.text, settings.user_chars),
+            user_message=cut_text(
+                entry.message.text if said is None else said, settings.user_chars
+            ),
             assistant_summary=cut_summary(answer, settings.summary_chars),
             session_name=conversation.key,
             user=updated.user,
@@ -273,6 +336,12 @@ class Answerer:
             log.error("exchange answered but not stored: %s", exc)
             return False
         return True
+
+
+def _text_only(prompt: Prompt) -> Prompt:
+    """`prompt` without any image or document part."""
+    turns = tuple(Turn(t.role, t.content) for t in prompt.messages)
+    return Prompt(system=prompt.system, messages=turns, cache_key=prompt.cache_key)
 
 
 @contextlib.asynccontextmanager

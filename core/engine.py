@@ -26,11 +26,12 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
+from chatbridge.core.media import MediaDesk, clean_attachments
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.outcome import Outcome, Outcomes
 from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels
-from chatbridge.core.ports import Outbox, Provider
+from chatbridge.core.ports import Outbox, Provider, Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
 from chatbridge.core.scheduling.local import LocalScheduler
 from chatbridge.core.settings import EngineSettings
@@ -63,6 +64,7 @@ class Engine:
         metrics: Metrics | None = None,
         scheduler: ConversationScheduler | None = None,
         places: ScopeResolver | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         """`places` resolves each message's scopes; without it every place
         has `settings` and `provider`."""
@@ -78,6 +80,7 @@ class Engine:
         self.scheduler.bind(self)
         self._outcomes = Outcomes(store, self.metrics)
         self._session_models = SessionModels()
+        self.media = MediaDesk(transcriber=transcriber)  # attachments; images of live sessions
         self._answerer = self._answerer_for(self.access)
         self._outboxes: dict[str, OutboxFactory] = {}
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
@@ -91,6 +94,7 @@ class Engine:
             access=access,
             metrics=self.metrics,
             session_models=self._session_models,
+            media=self.media,
         )
 
     def reconfigure(
@@ -138,7 +142,9 @@ class Engine:
             raise NotAccepting("shutting down")
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
-        message = dataclasses.replace(message, text=clean_text(message.text))
+        message = dataclasses.replace(
+            message, text=clean_text(message.text), attachments=clean_attachments(message)
+        )
         now = self.clock.now()
         # A message fetched late (Discord catch-up) is as old as its user's send.
         received_at = min(now, message.sent_at) if message.sent_at else now
@@ -275,7 +281,8 @@ class Engine:
         late = self.clock.now() - entry.received_at > settings.redeliver_within
         if late and entry.answer is None:
             log.info("%s is too old to answer; sending a notice", entry.key)
-            preview = " ".join(message.text.split())[:60]
+            said = message.text or ", ".join(a.name for a in message.attachments)
+            preview = " ".join(said.split())[:60]
             await send_text(outbox, settings.say("late", preview=preview))
             return Outcome.LATE
         return await self._answerer.answer(entry, outbox, self._cut, place=place, fence=fence)

@@ -37,6 +37,7 @@ RESTART_KEYS = (
     "memory.max_entries",
     "server",
     "logging",
+    "media.transcription",
 )
 
 

@@ -9,6 +9,8 @@ architecture test keeps it so). Three groups:
   adapter is and what it calls;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
   answer is generated;
+- media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
+  bytes and voice transcripts;
 - cursors (`ChannelCursors`): where a platform that never redelivers keeps
   its place per channel.
 """
@@ -25,6 +27,13 @@ from chatbridge.core.ports.delivery import (
     PreviewSource,
     SentMessage,
 )
+from chatbridge.core.ports.media import (
+    FetchFailed,
+    FileSource,
+    FileTooLarge,
+    MediaError,
+    Transcriber,
+)
 from chatbridge.core.ports.platform import (
     MentionRule,
     MessageHandler,
@@ -35,6 +44,7 @@ from chatbridge.core.ports.platform import (
 )
 from chatbridge.core.ports.provider import (
     InvalidRequest,
+    MediaRejected,
     Prompt,
     Provider,
     ProviderError,
@@ -51,9 +61,14 @@ __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "FetchFailed",
+    "FileSource",
+    "FileTooLarge",
     "Found",
     "InvalidRequest",
     "LivePreview",
+    "MediaError",
+    "MediaRejected",
     "MentionRule",
     "MessageHandler",
     "Outbox",
@@ -73,6 +88,7 @@ __all__ = [
     "SentMessage",
     "StreamEvent",
     "TextDelta",
+    "Transcriber",
     "UsageReport",
     "always_mention",
 ]

@@ -39,6 +39,7 @@ from chatbridge.core.ports import (
     PlatformStartFailed,
     always_mention,
 )
+from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._look_back import TakenHere
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
@@ -162,6 +163,7 @@ class DiscordPlatform:
         self._catch_up_lock = asyncio.Lock()
         self._taken_here = TakenHere()  # answers to these need no look back
         self._background = BackgroundTasks("discord")
+        self._files = Downloader("discord")
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
@@ -227,10 +229,11 @@ class DiscordPlatform:
             self._client,
             address,
             edit_interval=interval,
-            thread_name=message.text[:90],
+            thread_name=message.text[:90] or " ".join(a.name for a in message.attachments)[:90],
             on_thread=self._opened_thread,
             question=int(message.event_id) if message.event_id.isdigit() else None,
             look_back=message.event_id not in self._taken_here,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -240,6 +243,7 @@ class DiscordPlatform:
     async def aclose(self) -> None:
         self._receiving = self._connected = False
         await self._background.aclose()
+        await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
         if self._task is not None:

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 import discord
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.media import kind_of
+from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    Conversation,
+    IncomingMessage,
+)
 from chatbridge.core.ports import MentionRule, always_mention
 
 __all__ = ["Address", "accept", "decode_address", "encode_address"]
@@ -112,8 +119,9 @@ def accept(
             open_thread = thread_per_mention and mentioned
             thread = str(message.id) if open_thread else ""
     text = strip_mention(message.content, me)
-    if not text:
-        return None  # a bare "@bot" (or an attachment alone) carries no question
+    attachments = attachments_of(message)
+    if not text and not attachments:
+        return None  # a bare "@bot" carries no question
     reply_to = message.id if kind is ChatKind.GROUP else None
     return IncomingMessage(
         conversation=Conversation(
@@ -125,7 +133,22 @@ def accept(
         reply_address=encode_address(Address(channel.id, reply_to, open_thread)),
         place=place,
         addressed=addressed,
+        attachments=attachments,
     )
+
+
+def attachments_of(message: discord.Message) -> tuple[Attachment, ...]:
+    """The message's files as references: the attachment URL (signed by
+    Discord, expiring after about a day), fetched only when answering."""
+    found = []
+    for a in message.attachments:
+        mime = (a.content_type or "").split(";")[0].strip()
+        if a.is_voice_message():
+            kind = AttachmentKind.VOICE
+        else:
+            kind = kind_of(mime, a.filename)
+        found.append(Attachment(kind, mime, int(a.size or 0), a.filename, a.url))
+    return tuple(found)
 
 
 def strip_mention(content: str, me: int) -> str:

@@ -13,13 +13,16 @@ from typing import Any, TypeVar
 
 import discord
 
+from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
     DeliveryError,
     DeliveryRetry,
+    FetchFailed,
     Found,
     PlatformLimits,
     SentMessage,
 )
+from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
@@ -95,6 +98,7 @@ class DiscordOutbox:
         on_thread: Callable[[int], None] | None = None,
         question: int | None = None,
         look_back: bool = False,
+        files: Downloader | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
@@ -107,6 +111,13 @@ class DiscordOutbox:
         self._on_thread = on_thread
         self._question = question
         self._look_back = look_back
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the attachment from its CDN URL, capped."""
+        if self._files is None:
+            raise FetchFailed("discord: this outbox cannot fetch files")
+        return await self._files.get(attachment.ref, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:

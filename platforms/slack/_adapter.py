@@ -38,6 +38,7 @@ from chatbridge.platforms._runtime import (
     take,
 )
 
+from ._files import SlackFiles
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
 from ._outbox import SlackOutbox, StatusSwitch
@@ -91,6 +92,9 @@ class SlackPlatform:
         secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
         self._verifier = SignatureVerifier(secret or "socket-mode-needs-no-secret")
         self._client = AsyncWebClient(token=self._bot_token, base_url=config.base_url)
+        self._files = SlackFiles(
+            self._bot_token, base_url=config.base_url or "https://slack.com/api/"
+        )
         self._app = AsyncApp(
             client=self._client,
             signing_secret=secret or "socket-mode-needs-no-secret",
@@ -179,6 +183,7 @@ class SlackPlatform:
             team=self._team,
             me=self._me.user_id if self._me is not None else "",
             look_back=message.event_id not in self._taken_here,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -193,6 +198,7 @@ class SlackPlatform:
 
     async def aclose(self) -> None:
         await self.stop_receiving()
+        await self._files.aclose()
 
     def _listener(self) -> Any:
         async def on_event(body: dict[str, Any], event: dict[str, Any]) -> None:

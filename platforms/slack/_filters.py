@@ -25,7 +25,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.media import kind_of
+from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    Conversation,
+    IncomingMessage,
+)
 from chatbridge.core.ports import MentionRule, always_mention
 
 __all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
@@ -103,10 +110,15 @@ def to_message(
     text, ts = event.get("text"), event.get("ts")
     if not (isinstance(channel, str) and isinstance(user, str) and isinstance(ts, str)):
         return None
-    if event.get("subtype") or event.get("bot_id") or user == me.user_id:
+    if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
         return None
+    if user == me.user_id:
+        return None
+    attachments = attachments_of(event)
     if not isinstance(text, str):
-        return None
+        if not attachments:
+            return None
+        text = ""
     thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
     place = (f"slack:{channel}", *((f"slack:team:{team}",) if team else ()), "slack")
     addressed = True
@@ -134,10 +146,35 @@ def to_message(
         text=strip_mention(text, me.user_id),
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
+        attachments=attachments,
         order=ts_order(ts),
         place=place,
         addressed=addressed,
     )
+
+
+def attachments_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
+    """The event's `files` as references (`url_private_download`).
+
+    An audio clip recorded in Slack (`subtype: slack_audio`) is a voice note
+    whose transcript Slack itself shows; a file Slack hides from the app
+    (`file_access: check_file_info`, no URL) is left out."""
+    files = event.get("files")
+    found: list[Attachment] = []
+    for f in files if isinstance(files, list) else []:
+        if not isinstance(f, dict):
+            continue
+        url = f.get("url_private_download") or f.get("url_private")
+        if not isinstance(url, str) or not url:
+            continue
+        name, mime, size = f.get("name"), f.get("mimetype"), f.get("size")
+        name = name if isinstance(name, str) and name else "file"
+        mime = mime if isinstance(mime, str) else ""
+        size = size if isinstance(size, int) and not isinstance(size, bool) else 0
+        clip = f.get("subtype") == "slack_audio"
+        kind = AttachmentKind.VOICE if clip else kind_of(mime, name)
+        found.append(Attachment(kind, mime, size, name, url, transcript_shown=clip))
+    return tuple(found)
 
 
 def ts_order(ts: str) -> int:

@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
     DeliveryError,
     DeliveryRetry,
+    FetchFailed,
     Found,
     PlatformLimits,
     SentMessage,
@@ -33,6 +35,7 @@ from chatbridge.platforms._runtime import (
     one_line,
 )
 
+from ._files import SlackFiles
 from ._filters import ActiveThreads, Address
 from ._format import MrkdwnRenderer
 from ._stream import SlackStream, StreamSwitch
@@ -108,6 +111,7 @@ class SlackOutbox:
         team: str = "",
         me: str = "",
         look_back: bool = False,
+        files: SlackFiles | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=STATUS_REFRESH
@@ -123,6 +127,13 @@ class SlackOutbox:
         self._team = team
         self._me = me
         self._look_back = look_back
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the file from `url_private_download`, capped."""
+        if self._files is None:
+            raise FetchFailed("slack: this outbox cannot fetch files")
+        return await self._files.fetch(attachment, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         channel, thread_ts = self._address.channel, self._address.thread_ts or None

@@ -35,6 +35,7 @@ from chatbridge.platforms._runtime import (
 )
 
 from ._drafts import DraftSwitch
+from ._files import TelegramFiles, file_base_url
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
@@ -86,11 +87,14 @@ class TelegramPlatform:
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)
         self._webhook = config.mode == "webhook"
+        base_url = config.base_url or "https://api.telegram.org/bot"
         self._bot: ExtBot[Any] = ExtBot(
             reveal(config.token),
-            base_url=config.base_url or "https://api.telegram.org/bot",
+            base_url=base_url,
+            base_file_url=file_base_url(base_url),
             rate_limiter=AIORateLimiter(max_retries=0),
         )
+        self._files = TelegramFiles(self._bot)
         self._renderer = MarkdownRenderer(MAX_CHARS)
         self._gate = ChatGate()
         self._drafts = DraftSwitch(bool(config.drafts))
@@ -175,6 +179,7 @@ class TelegramPlatform:
             gate=self._gate,
             private=message.conversation.kind is ChatKind.PRIVATE,
             drafts=self._drafts,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -195,6 +200,7 @@ class TelegramPlatform:
             return
         await self.stop_receiving()
         self._started = False
+        await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._bot.shutdown()
 

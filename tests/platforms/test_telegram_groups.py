@@ -137,3 +137,19 @@ async def test_where_no_mention_is_needed_every_group_message_is_taken(
     assert chatter.place == (f"telegram:{GROUP}", "telegram")
     assert marker.addressed is True
     assert ("telegram:-1005", "telegram") in asked
+
+
+async def test_a_photo_in_a_group_counts_when_its_caption_mentions_the_bot(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    photo = fake.add_file(b"\x89PNG\r\n\x1a\n....", path="photos/file_1.jpg")
+    fake.push_media(GROUP, 1, caption="Und das hier?", chat_type="supergroup", photo=[photo])
+    fake.push_media(GROUP, 1, caption="@bridge_bot was steht da?", chat_type="supergroup",
+                    photo=[photo])  # fmt: skip
+    assert await _handled_before_marker(fake, engine) == ["was steht da?"]
+    [message] = engine.handled[:1]
+    [attachment] = message.attachments
+    assert (attachment.kind, attachment.name) == ("image", "photo.jpg")
+    assert photo in attachment.ref
+    assert fake.downloads == [], "the adapter only describes; core decides and fetches"

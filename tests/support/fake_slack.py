@@ -95,6 +95,9 @@ class FakeSlack:
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._payloads: dict[str, dict[str, Any]] = {}
         self._event_ids = itertools.count(1)
+        self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
+        self.downloads: list[str] = []  # file ids whose bytes were served
+        self.fail_downloads = False  # url_private answers 500
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -103,6 +106,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._dispatch)
         app.router.add_get("/link/", self._socket)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -176,6 +180,46 @@ class FakeSlack:
         self._payloads[payload["event_id"]] = payload
         self._observe(event)
         return payload
+
+    # -- files -------------------------------------------------------------
+    def add_file(
+        self, data: bytes, name: str, mimetype: str, *, reported_size: int | None = None,
+        clip: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A file object as `files[]` of a file_share event carries it; the bytes
+        are behind `url_private(_download)`, which needs the bot token and files:read.
+        `clip`: an audio clip recorded in Slack (`subtype: slack_audio`)."""
+        file_id = f"F0{len(self.files) + 1:08d}"
+        self.files[file_id] = (data, mimetype)
+        url = f"http://127.0.0.1:{self.port}/files-pri/{ev.TEAM_ID}-{file_id}"
+        size = len(data) if reported_size is None else reported_size
+        obj: dict[str, Any] = {
+            "id": file_id, "created": int(time.time()), "timestamp": int(time.time()),
+            "name": name, "title": name, "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1], "pretty_type": mimetype, "user": ev.USER_ID,
+            "mode": "hosted", "editable": False, "is_external": False, "size": size,
+            "url_private": f"{url}/{name}", "url_private_download": f"{url}/download/{name}",
+            "permalink": f"https://example.slack.com/files/{ev.USER_ID}/{file_id}/{name}",
+        }  # fmt: skip
+        if clip:
+            obj |= {"subtype": "slack_audio", "transcription": {"status": "complete",
+                    "locale": "de-DE", "preview": {"content": "…", "has_more": False}}}  # fmt: skip
+        return obj
+
+    async def _file(self, request: web.Request) -> web.Response:
+        """Like Slack: without the bot token and files:read, the HTML login page (200)."""
+        file_id = request.match_info["team_file"].partition("-")[2]
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if token != self.bot_token or "files:read" not in self.scopes:
+            page = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        if file_id not in self.files:
+            return web.Response(status=404, text="file not found")
+        if self.fail_downloads:
+            return web.Response(status=500, text="internal error")
+        self.downloads.append(file_id)
+        data, mimetype = self.files[file_id]
+        return web.Response(body=data, content_type=mimetype)
 
     # -- Socket Mode -------------------------------------------------------
     def user_message(self, event: dict[str, Any]) -> None:
