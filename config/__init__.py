@@ -21,6 +21,7 @@ from ._models import (
 )
 from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
 from ._providers import ProviderConfig, ProvidersConfig
+from ._scopes import ScopeSettings, TopLevel, check_scope_id, scope_platform, top_level_of
 from ._secret_files import SecretFileError, env_secret
 from ._summary import describe_store, summarize
 from ._urls import mask_url, url_secrets
@@ -39,10 +40,13 @@ __all__ = [
     "PlatformsConfig",
     "ProviderConfig",
     "ProvidersConfig",
+    "ScopeSettings",
     "SecretFileError",
     "ServerConfig",
     "SlackConfig",
     "TelegramConfig",
+    "TopLevel",
+    "check_scope_id",
     "check_user_id",
     "describe_store",
     "env_secret",
@@ -50,6 +54,8 @@ __all__ = [
     "load_config_text",
     "mask_url",
     "resolve_config_path",
+    "scope_platform",
     "summarize",
+    "top_level_of",
     "url_secrets",
 ]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.metrics import Metrics
-from chatbridge.core.ports import ChannelCursors, MessageHandler, Platform
+from chatbridge.core.ports import ChannelCursors, MentionRule, MessageHandler, Platform
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -63,6 +63,7 @@ class PlatformContext:
     cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
     metrics: Metrics | None = None
     say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
+    mention_rule: MentionRule | None = None  # `require_mention` per place, from the current config
 
     @property
     def server(self) -> web.Application:

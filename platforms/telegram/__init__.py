@@ -11,6 +11,7 @@ from typing import Any
 from ._adapter import ALLOWED_UPDATES, WEBHOOK_PATH, TelegramPlatform
 from ._filters import Accepted, BotIdentity, accept, normalise_command
 from ._format import MarkdownRenderer, Rendered
+from ._locate import locate
 from ._outbox import MAX_CHARS, TelegramOutbox, message_ref
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "WebhookReceiver",
     "accept",
     "from_config",
+    "locate",
     "message_ref",
     "normalise_command",
 ]
@@ -51,4 +53,5 @@ def from_config(config: Any, context: Any) -> TelegramPlatform:
         # Only webhook mode adds a route; asking for the server builds it.
         server=context.server if config.mode == "webhook" else None,
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )

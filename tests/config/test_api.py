@@ -158,6 +158,11 @@ def test_public_api_is_reexported() -> None:
         "mask_url",
         "url_secrets",
         "check_user_id",
+        "ScopeSettings",
+        "TopLevel",
+        "check_scope_id",
+        "scope_platform",
+        "top_level_of",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)
