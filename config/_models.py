@@ -71,6 +71,9 @@ class EngineConfig(Section):
     """Idle time after which the next message starts a fresh LLM session."""
     session_max_turns: int = Field(default=40, ge=2, le=MAX_ENTRIES)
     """Older turns drop out of the live session, bounding prompt size and cost."""
+    session_max_tokens: int = Field(default=3000, ge=100, le=2_000_000)
+    """The same by size: earlier turns drop out until a request, its returning
+    block included, is within about this many tokens (4 characters a token)."""
     on_new_message: Literal["queue", "cancel"] = "queue"
     """`cancel`: a newer message in the same conversation cancels the reply in flight."""
     shutdown_grace: Duration = 10.0

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
@@ -28,7 +29,15 @@ from chatbridge.core.memory import (
     visible_entries,
 )
 from chatbridge.core.metrics import Metrics
-from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.models import (
+    Conversation,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
 from chatbridge.core.outcome import Outcome
 from chatbridge.core.places import PlaceSettings, SessionModels
 from chatbridge.core.ports import (
@@ -40,7 +49,9 @@ from chatbridge.core.ports import (
     ProviderError,
     ProviderMisconfigured,
     TextDelta,
+    in_progress_phase,
 )
+from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import LeaseLost, Store, StoreError
@@ -94,7 +105,7 @@ class Answerer:
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
-        session, content = await self._open_turn(entry, now, place, prepared.text)
+        session, content, rewritten = await self._open_turn(entry, now, place, prepared.text)
         conversation_key = entry.message.conversation.key
 
         async def record_posted(sent: tuple[str, ...]) -> None:
@@ -156,6 +167,7 @@ class Answerer:
                 settings,
                 fence=fence,
                 said=prepared.text,
+                rewritten=rewritten,
             )
         )
         if not stored:
@@ -206,8 +218,10 @@ class Answerer:
 
     async def _open_turn(
         self, entry: InboxEntry, now: float, place: PlaceSettings, said: str
-    ) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send;
+    ) -> tuple[Session, str, bool]:
+        """The session to continue (or a new one) as this request carries it,
+        the user turn to send, and whether the session's turns were rewritten
+        (`core.session_fit`: trimmed to the budget, its head bridged);
         `said` is the message's text with its attachments' (`Prepared.text`).
 
         A session whose provider or model a reload changed is not continued:
@@ -218,27 +232,56 @@ class Answerer:
         text = neutralise(
             cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
         )
+
+        def bridge(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
+            moment = now if at is None else at
+            return build_bridge(
+                entries, text, now=moment, language=settings.language, tz=settings.timezone
+            )
+
         session = await self._store.load_session(conversation.key)
         live = session is not None and not session.expired(now, settings.session_ttl)
         if live and self._session_models.changed(conversation.key, place.fingerprint):
             log.info("provider or model changed by a reload; a new session starts")
             live = False
+        limits = {
+            "max_tokens": settings.session_max_tokens,
+            "max_turns": settings.session_max_turns,
+        }
+        system = settings.system_prompt
         if session is not None and live:
-            return session, text
-        ring_user = self._access.ring_user(conversation)
+            if fits(session.turns, text, system=system, **limits):
+                return session, text, False
+            fitted = fit_session(
+                session.turns,
+                text,
+                system=system,
+                ring=await self._visible_ring(conversation, now, settings),
+                key=conversation.key,
+                started_at=session.started_at,
+                inject_entries=settings.inject_entries,
+                bridge=bridge,
+                **limits,
+            )
+            return replace(session, turns=fitted.turns), fitted.content, fitted.rewritten
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
-            ring = await self._store.ring(ring_user, since=now - settings.max_age)
-            entries = visible_entries(ring, conversation)[-settings.inject_entries :]
-        content = build_bridge(
-            entries,
-            text,
-            now=now,
-            language=settings.language,
-            tz=settings.timezone,
+            ring = await self._visible_ring(conversation, now, settings)
+            entries = ring[-settings.inject_entries :]
+        content = fit_bridge(
+            entries, text, system=system, max_tokens=settings.session_max_tokens, bridge=bridge
         )
+        ring_user = self._access.ring_user(conversation)
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
-        return fresh, content
+        return fresh, content, False
+
+    async def _visible_ring(
+        self, conversation: Conversation, now: float, settings: EngineSettings
+    ) -> list[MemoryEntry]:
+        """The ring entries this conversation's audience may see, oldest first."""
+        ring_user = self._access.ring_user(conversation)
+        ring = await self._store.ring(ring_user, since=now - settings.max_age)
+        return visible_entries(ring, conversation)
 
     async def _stream(
         self, provider: Provider, prompt: Prompt, reply: StreamingReply, outbox: Outbox
@@ -293,6 +336,7 @@ class Answerer:
         *,
         fence: int = 0,
         said: str | None = None,
+        rewritten: bool = False,
     ) -> bool:
         """Commit the exchange, which closes the entry; False if the store failed.
 
@@ -306,7 +350,9 @@ class Answerer:
             session,
             [Turn("user", content), Turn("assistant", answer)],
             now=self._clock.now(),
-            max_turns=settings.session_max_turns,
+            # The request kept at most `session_max_turns` earlier turns (see
+            # `_open_turn`); the stored session holds those and this exchange.
+            max_turns=settings.session_max_turns + 2,
         )
         ring_entry = MemoryEntry(
             timestamp=now,
@@ -324,6 +370,7 @@ class Answerer:
             ring_entry,
             usage,
             settings.today(now),
+            added_turns=len(updated.turns) if rewritten else 2,
             inbox_key=entry.key,
             fence=fence,
             fence_key=conversation.key,
@@ -350,6 +397,7 @@ async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIt
     interval = outbox.limits.typing_interval
 
     async def keep_typing() -> None:
+        in_progress_phase()  # a typing indicator waits behind answers being sent
         while not reply.started:
             try:
                 await outbox.typing()

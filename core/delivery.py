@@ -32,6 +32,7 @@ from chatbridge.core.ports import (
     PostedLookup,
     PreviewSource,
     SentMessage,
+    in_progress_phase,
 )
 
 __all__ = ["StreamingReply", "split_message"]
@@ -218,6 +219,7 @@ class StreamingReply:
     async def _show_progress(self) -> None:
         """Show the latest text every interval while it keeps changing, so a
         model that pauses mid-answer does not leave stale text on screen."""
+        in_progress_phase()  # this task's calls may wait behind final ones (platform pacing)
         interval = self._outbox.limits.edit_interval or 0.0
         if not self._posted:
             await self._pause(interval)  # a quick answer is then a single send

@@ -8,6 +8,7 @@ that "Soll Mittwoch kommen" can be resolved against today's date.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -121,6 +122,7 @@ _FORGED_LINE = re.compile(
 _HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
 
 
+@functools.lru_cache(maxsize=256)
 def neutralise(text: str) -> str:
     """Untrusted text (a user's message, a stored answer) made inert in a prompt.
 
@@ -153,6 +155,8 @@ def neutralise(text: str) -> str:
     Anything else is kept exactly: `<b>`, code, emoji, umlauts, RTL text and
     bidi controls (they cannot hide a line start: the skeleton drops them).
     Idempotent; the result is never more than 2 characters per line longer.
+    Cached (a pure function of the text): the same ring entries are shown in
+    many blocks, and a trimmed session tries several before one fits.
     """
     text = _LINE_BREAK.sub("\n", text)
     text, folded = _inert_tags(text)

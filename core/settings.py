@@ -18,6 +18,9 @@ class EngineSettings:
     timezone: tzinfo | None = None
     session_ttl: float = 30 * 60
     session_max_turns: int = 40
+    session_max_tokens: int = 3000
+    """About this many tokens (4 characters each) per request at most: older
+    turns drop out, their exchanges come back as ring entries (`core.session_fit`)."""
     cancel_on_new_message: bool = False
     max_age: float = 24 * 3600
     user_chars: int = 500

@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from chatbridge.core.ports import FetchFailed, FileTooLarge
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["Downloader"]
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
-TIMEOUT = aiohttp.ClientTimeout(total=120, sock_connect=15, sock_read=30)
+TIMEOUT = {"total": 120, "sock_connect": 15, "sock_read": 30}  # seconds
 
 
 class Downloader:
-    """One aiohttp session per adapter, opened on first use; `aclose()` on shutdown."""
+    """One aiohttp session per adapter, opened on first use; `aclose()` on shutdown.
+
+    aiohttp itself is imported at the first download, not at start-up: a
+    Telegram bot in polling mode needs it for nothing else before its first poll.
+    """
 
     def __init__(self, platform: str) -> None:
         self._platform = platform
@@ -45,8 +51,10 @@ class Downloader:
         download without `files:read` with its login page, often as 200).
         Raises `FileTooLarge` or `FetchFailed`, nothing else.
         """
+        import aiohttp
+
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=TIMEOUT)
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(**TIMEOUT))
         what = f"{self._platform} file"
         try:
             async with self._session.get(url, headers=headers, allow_redirects=True) as response:

@@ -24,13 +24,16 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from aiohttp.http_exceptions import HttpProcessingError
-
 __all__ = ["RULES", "LibraryRules", "Rule", "install"]
 
 
 def _client_error(exc: BaseException | None) -> bool:
-    """aiohttp answered the request 400 itself: the client sent no valid HTTP."""
+    """aiohttp answered the request 400 itself: the client sent no valid HTTP.
+
+    aiohttp is imported here, when aiohttp logs, not when logging is set up:
+    `chatbridge chat` and a Telegram bot in polling mode may never need it."""
+    from aiohttp.http_exceptions import HttpProcessingError
+
     return isinstance(exc, HttpProcessingError)
 
 

@@ -11,14 +11,16 @@ import importlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.ports import ChannelCursors, MentionRule, MessageHandler, Platform
 
-__all__ = ["PLATFORMS", "PlatformContext", "build_platforms"]
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["PLATFORMS", "LazyServer", "PlatformContext", "build_platforms"]
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +31,44 @@ PLATFORMS: dict[str, str] = {
 }
 
 
+class LazyServer:
+    """chatbridge's HTTP app, built (and aiohttp imported) when first asked for.
+
+    A platform that serves webhooks asks while it is built, so the server
+    must run before that platform starts; a Telegram bot in polling mode never
+    asks, and the server (`/healthz`, `/metrics`) can wait until it polls.
+    """
+
+    def __init__(self, build: Callable[[], web.Application]) -> None:
+        self._build = build
+        self._app: web.Application | None = None
+
+    @property
+    def asked(self) -> bool:
+        return self._app is not None
+
+    def app(self) -> web.Application:
+        if self._app is None:
+            self._app = self._build()
+        return self._app
+
+
 @dataclass(frozen=True, slots=True)
 class PlatformContext:
     """What a platform factory gets besides its own config section."""
 
     handler: MessageHandler
     commands: Sequence[tuple[str, str]]
-    server: web.Application  # chatbridge's HTTP server, for webhook routes
+    http: LazyServer  # chatbridge's HTTP server, for webhook routes (`server`)
     cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
     metrics: Metrics | None = None
     say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
     mention_rule: MentionRule | None = None  # `require_mention` per place, from the current config
+
+    @property
+    def server(self) -> web.Application:
+        """The HTTP app, for a platform that adds routes (built on first use)."""
+        return self.http.app()
 
 
 def build_platforms(config: ChatbridgeConfig, context: PlatformContext) -> list[Platform]:

@@ -17,12 +17,12 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from chatbridge.config import ChatbridgeConfig
+from chatbridge.core.app.listen import bind, serve_on
 from chatbridge.core.app.preflight import NO_PLATFORM, refuse_to_serve
-from chatbridge.core.app.registry import PlatformContext, build_platforms
+from chatbridge.core.app.registry import LazyServer, PlatformContext, build_platforms
 from chatbridge.core.app.reload import Reloader
 from chatbridge.core.app.wiring import engine_from_config
 from chatbridge.core.engine import Engine
@@ -31,6 +31,9 @@ from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Platform, PlatformError
 from chatbridge.core.store import StoreError
 from chatbridge.providers.factory import warm
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = ["serve"]
 
@@ -97,6 +100,8 @@ class _Readiness:
 
 
 def _http_app(engine: Engine, readiness: _Readiness) -> web.Application:
+    from aiohttp import web  # imported when the server is built: after a first poll
+
     app = web.Application()
 
     async def healthz(request: web.Request) -> web.Response:
@@ -207,11 +212,11 @@ async def serve(
             loop.add_signal_handler(signal.SIGHUP, reloads.request)
             stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         readiness = _Readiness(engine)
-        server = _http_app(engine, readiness)
+        http = LazyServer(lambda: _http_app(engine, readiness))
         context = PlatformContext(
             handler=engine,
             commands=engine.commands,
-            server=server,
+            http=http,
             cursors=engine.store,
             metrics=engine.metrics,
             say=lambda key: engine.settings.say(key),  # read per call: a reload may change it
@@ -221,14 +226,17 @@ async def serve(
         if not platforms:
             say(NO_PLATFORM)
             return 2
-        runner = web.AppRunner(server, access_log=None)
-        await runner.setup()
-        stack.push_async_callback(runner.cleanup)
+        # The address is taken now (a port in use fails before anything is
+        # received); the app and aiohttp wait until the platforms receive,
+        # unless a platform added webhook routes and so needs it running first.
         try:
-            await web.TCPSite(runner, config.server.host, config.server.port).start()
+            sockets = bind(config.server.host, config.server.port)
         except OSError as exc:
             say(f"cannot listen on {config.server.host}:{config.server.port} ({exc.strerror})")
             return 1
+        for sock in sockets:
+            stack.callback(sock.close)
+        runner = await serve_on(http.app(), sockets, stack) if http.asked else None
         for platform in platforms:
             engine.attach(platform.name, platform.outbox)
             stack.push_async_callback(_close_quietly, platform)
@@ -241,6 +249,8 @@ async def serve(
                 say(f"{platform.name} could not start ({type(exc).__name__}: {exc})")
                 return 1
             readiness.platforms.append(platform)
+        if runner is None:
+            runner = await serve_on(http.app(), sockets, stack)
         # SDK imports were deferred so the first poll came early; do them now.
         warming = asyncio.create_task(_warm_quietly(engine))
         stack.callback(warming.cancel)

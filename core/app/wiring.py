@@ -106,6 +106,7 @@ def settings_from_config(config: ChatbridgeConfig) -> EngineSettings:
         timezone=timezone_of(config),
         session_ttl=config.engine.session_ttl,
         session_max_turns=config.engine.session_max_turns,
+        session_max_tokens=config.engine.session_max_tokens,
         cancel_on_new_message=config.engine.on_new_message == "cancel",
         max_age=config.memory.max_age,
         user_chars=config.memory.user_chars,

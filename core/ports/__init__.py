@@ -22,10 +22,13 @@ from chatbridge.core.ports.delivery import (
     Found,
     LivePreview,
     Outbox,
+    Phase,
     PlatformLimits,
     PostedLookup,
     PreviewSource,
     SentMessage,
+    delivery_phase,
+    in_progress_phase,
 )
 from chatbridge.core.ports.media import (
     FetchFailed,
@@ -72,6 +75,7 @@ __all__ = [
     "MentionRule",
     "MessageHandler",
     "Outbox",
+    "Phase",
     "Platform",
     "PlatformError",
     "PlatformLimits",
@@ -91,4 +95,6 @@ __all__ = [
     "Transcriber",
     "UsageReport",
     "always_mention",
+    "delivery_phase",
+    "in_progress_phase",
 ]

@@ -11,6 +11,8 @@ exceptions included), so delivery code never sees an SDK exception.
 
 from __future__ import annotations
 
+import contextvars
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -21,11 +23,36 @@ __all__ = [
     "Found",
     "LivePreview",
     "Outbox",
+    "Phase",
     "PlatformLimits",
     "PostedLookup",
     "PreviewSource",
     "SentMessage",
+    "delivery_phase",
+    "in_progress_phase",
 ]
+
+
+class Phase(enum.Enum):
+    """What an outbox call is for; a platform pacing its calls lets FINAL go first."""
+
+    FINAL = "final"  # the answer's final text, commands, notices (the default)
+    PROGRESS = "progress"  # streamed progress (edits, drafts) and typing indicators
+
+
+_PHASE: contextvars.ContextVar[Phase] = contextvars.ContextVar("delivery_phase")
+
+
+def delivery_phase() -> Phase:
+    """The phase of outbox calls made from the current task."""
+    return _PHASE.get(Phase.FINAL)
+
+
+def in_progress_phase() -> None:
+    """Mark the current task's outbox calls as progress. Call it first thing
+    in a task of its own (a context variable: the caller's calls stay final)."""
+    _PHASE.set(Phase.PROGRESS)
+
 
 SentMessage = str
 """Reference to a message an outbox sent, e.g. ``"-100123:42"``.

@@ -45,7 +45,6 @@ def from_config(config: Any, context: Any) -> DiscordPlatform:
         config=config,
         handler=context.handler,
         commands=context.commands,
-        server=context.server,
         cursors=getattr(context, "cursors", None),
         metrics=getattr(context, "metrics", None),
         say=getattr(context, "say", None),

@@ -41,6 +41,7 @@ from chatbridge.core.ports import (
 )
 from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._look_back import TakenHere
+from chatbridge.platforms._pacing import RateBudget
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -61,6 +62,10 @@ __all__ = ["DiscordPlatform"]
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 60.0
+# The answers' REST calls, all chats together: 25 a second and bursts of 10,
+# so never more than 35 in a second, well under Discord's global 50 per bot
+# (a bot that keeps reaching it is banned for a while). Final text goes first.
+REPLY_RATE, REPLY_BURST = 25.0, 10.0
 TOKEN_REJECTED = (
     "discord rejected the bot token; copy it again from the Developer Portal "
     "(Bot → Reset Token) into platforms.discord.token"
@@ -163,6 +168,7 @@ class DiscordPlatform:
         self._catch_up_lock = asyncio.Lock()
         self._taken_here = TakenHere()  # answers to these need no look back
         self._background = BackgroundTasks("discord")
+        self._pace = RateBudget(REPLY_RATE, burst=REPLY_BURST)
         self._files = Downloader("discord")
         self._ready = asyncio.Event()
         self._connected = False
@@ -234,6 +240,7 @@ class DiscordPlatform:
             question=int(message.event_id) if message.event_id.isdigit() else None,
             look_back=message.event_id not in self._taken_here,
             files=self._files,
+            pace=self._pace,
         )
 
     async def stop_receiving(self) -> None:

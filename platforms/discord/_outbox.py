@@ -24,6 +24,7 @@ from chatbridge.core.ports import (
 )
 from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._look_back import LOOK_LIMIT, judge
+from chatbridge.platforms._pacing import RateBudget, priority_now
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -99,7 +100,10 @@ class DiscordOutbox:
         question: int | None = None,
         look_back: bool = False,
         files: Downloader | None = None,
+        pace: RateBudget | None = None,
     ) -> None:
+        """`pace` is the bot's budget shared by every answer's calls: under
+        load progress edits and typing wait, final text goes first."""
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
         )
@@ -109,6 +113,7 @@ class DiscordOutbox:
         self._open_thread = address.open_thread
         self._thread_name = (thread_name or "Answer")[:90]
         self._on_thread = on_thread
+        self._pace = pace
         self._question = question
         self._look_back = look_back
         self._files = files
@@ -190,6 +195,8 @@ class DiscordOutbox:
 
     async def typing(self) -> None:
         try:
+            if self._pace is not None:
+                await self._pace.take(priority_now())
             await self._client.http.send_typing(self._channel)
         except Exception as exc:
             log.debug("discord: typing failed in %s: %s", self._channel, exc)
@@ -226,4 +233,6 @@ class DiscordOutbox:
             self._on_thread(question)
 
     async def _call(self, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        if self._pace is not None:
+            await self._pace.take(priority_now())
         return await guarded(f"discord {what}", call, rules(what))

@@ -13,7 +13,6 @@ from ._filters import Accepted, BotIdentity, accept, normalise_command
 from ._format import MarkdownRenderer, Rendered
 from ._locate import locate
 from ._outbox import MAX_CHARS, TelegramOutbox, message_ref
-from ._webhook import SECRET_HEADER, WebhookReceiver
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -35,6 +34,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """The webhook receiver (and aiohttp with it) loads only when asked for."""
+    if name in ("SECRET_HEADER", "WebhookReceiver"):
+        from . import _webhook
+
+        return getattr(_webhook, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def from_config(config: Any, context: Any) -> TelegramPlatform:
     """The registry's factory: `config` is `platforms.telegram`, `context` a
     `chatbridge.core.app.registry.PlatformContext`."""
@@ -42,7 +50,8 @@ def from_config(config: Any, context: Any) -> TelegramPlatform:
         config=config,
         handler=context.handler,
         commands=context.commands,
-        server=context.server,
+        # Only webhook mode adds a route; asking for the server builds it.
+        server=context.server if config.mode == "webhook" else None,
         say=getattr(context, "say", None),
         mention_rule=getattr(context, "mention_rule", None),
     )

@@ -15,12 +15,11 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.ext import AIORateLimiter, ExtBot
+from telegram.ext import ExtBot
 from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
@@ -39,7 +38,12 @@ from ._files import TelegramFiles, file_base_url
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
-from ._webhook import WebhookReceiver
+from ._pacing import TelegramPacer
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from ._webhook import WebhookReceiver
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +63,10 @@ class TelegramPlatform:
     build this platform before the server's runner is set up, and point
     `config.webhook_url` at that path. The route answers 503 until `start()`.
 
-    Rate limiting: PTB's `AIORateLimiter` paces calls to Telegram's published
-    limits, with `max_retries=0` so a 429 still reaches the outbox and becomes
-    `DeliveryRetry`; the shared delivery code owns the waiting and retrying.
+    Rate limiting: `TelegramPacer` (PTB's rate-limiter interface) paces calls
+    to Telegram's published limits per chat and per bot, final text before
+    progress; a 429 still reaches the outbox and becomes `DeliveryRetry`; the
+    shared delivery code owns the waiting and retrying.
     """
 
     name = "telegram"
@@ -92,7 +97,7 @@ class TelegramPlatform:
             reveal(config.token),
             base_url=base_url,
             base_file_url=file_base_url(base_url),
-            rate_limiter=AIORateLimiter(max_retries=0),
+            rate_limiter=TelegramPacer(),
         )
         self._files = TelegramFiles(self._bot)
         self._renderer = MarkdownRenderer(MAX_CHARS)
@@ -107,6 +112,8 @@ class TelegramPlatform:
         if self._webhook:
             if server is None or not config.webhook_url:
                 raise ValueError("telegram webhook mode needs a server and a webhook_url")
+            from ._webhook import WebhookReceiver  # aiohttp: webhook mode only
+
             self._receiver = WebhookReceiver(reveal(config.webhook_secret), self._receive)
             server.router.add_post(WEBHOOK_PATH, self._receiver.handle)
 

@@ -7,11 +7,17 @@ unclosed `**` can never make the whole message unparseable.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
-import telegramify_markdown
 from telegram import MessageEntity
-from telegramify_markdown import RenderConfig, utf16_len
+
+
+def utf16_len(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +43,23 @@ class MarkdownRenderer:
 
     def __init__(self, max_chars: int) -> None:
         self._max_chars = max_chars
-        # An isolated config: the library's default is a process-wide mutable
-        # global, and nothing else in the process should be able to restyle us.
-        self._config = RenderConfig.isolated()
+        # The converter (and its Markdown parser) is imported at the first
+        # answer, not before the first poll.
+        self._library: ModuleType | None = None
+        self._config: Any = None
+
+    def _converter(self) -> ModuleType:
+        if self._library is None:
+            self._library = importlib.import_module("telegramify_markdown")
+            # An isolated config: the library's default is a process-wide mutable
+            # global, and nothing else in the process should be able to restyle us.
+            self._config = self._library.RenderConfig.isolated()
+        return self._library
 
     def render(self, markdown: str) -> Rendered:
         try:
-            text, entities = telegramify_markdown.convert(markdown, config=self._config)
+            library = self._converter()
+            text, entities = library.convert(markdown, config=self._config)
         except Exception:
             # A converter bug must not cost the user the answer.
             return Rendered(markdown)

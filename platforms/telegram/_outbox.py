@@ -11,7 +11,6 @@ from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
-from telegramify_markdown import utf16_len
 
 from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
@@ -32,7 +31,7 @@ from chatbridge.platforms._runtime import (
 
 from ._drafts import DraftSwitch, TelegramDraft, new_draft_id
 from ._files import TelegramFiles
-from ._format import MarkdownRenderer, Rendered
+from ._format import MarkdownRenderer, Rendered, utf16_len
 
 log = logging.getLogger(__name__)
 

@@ -118,6 +118,7 @@ def test_huge_numbers_are_config_errors_not_overflow(tmp_path: Path, text: str, 
 # (section, key, largest accepted, smallest refused above it)
 BOUNDS = [
     ("engine", "session_max_turns", 10_000, 10_001),
+    ("engine", "session_max_tokens", 2_000_000, 2_000_001),
     ("engine", "max_message_chars", 200_000, 200_001),
     ("engine", "session_ttl", "30d", "31d"),
     ("engine", "shutdown_grace", 2_592_000, 2_592_001),

@@ -29,6 +29,7 @@ def test_builtin_defaults() -> None:
     assert cfg.bot.system_prompt == "You are a helpful assistant."
     assert (cfg.bot.language, cfg.bot.timezone) == ("de", "")
     assert (cfg.engine.session_ttl, cfg.engine.session_max_turns) == (1800.0, 40)
+    assert cfg.engine.session_max_tokens == 3000
     assert (cfg.engine.on_new_message, cfg.engine.shutdown_grace) == ("queue", 10.0)
     mem = cfg.memory
     assert (mem.backend, mem.path, mem.url) == (

@@ -168,6 +168,11 @@ BROKEN = [
         id="too-few-turns",
     ),
     pytest.param(
+        "engine:\n  session_max_tokens: 99\n",
+        "FILE:2: engine.session_max_tokens: Input should be greater than or equal to 100 (got 99)",
+        id="too-few-tokens",
+    ),
+    pytest.param(
         "bot:\n  language: de\nbot:\n  language: en\n",
         "FILE:3: bot: duplicate key (first on line 1)",
         id="duplicate-key",

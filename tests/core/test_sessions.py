@@ -57,7 +57,11 @@ async def test_old_turns_drop_out_of_the_live_session(tmp_path: Path) -> None:
     for word in ("a", "b", "c", "d"):
         await bot.say(word)
     prompt = bot.provider.prompts[-1]
-    assert [t.content for t in prompt.messages] == ["b", "echo: b", "c", "echo: c", "d"]
+    contents = [t.content for t in prompt.messages]
+    # The dropped exchange comes back in the block on the oldest kept turn.
+    assert contents[1:] == ["echo: b", "c", "echo: c", "d"]
+    assert "User: a\nBot: echo: a\n</conversation_history>" in contents[0]
+    assert contents[0].endswith("Aktuelle Nachricht: b")
     await bot.engine.store.aclose()
 
 

@@ -1,8 +1,10 @@
-"""A 429 that chatbridge waits out is a WARNING line, not python-telegram-bot's ERROR.
+"""A 429 that chatbridge waits out is no ERROR line and no traceback.
 
-PTB's `AIORateLimiter` runs with `max_retries=0` (chatbridge's delivery code
-owns the waiting), and logs every 429 it passes on as `ERROR … Rate limit hit
-after maximum of 0 retries` with a traceback, although the answer arrives.
+PTB's `AIORateLimiter` (with `max_retries=0`, chatbridge's delivery code owns
+the waiting) logged every 429 it passed on as `ERROR … Rate limit hit after
+maximum of 0 retries` with a traceback, although the answer arrived; the
+library-log rules turned that into a WARNING. chatbridge's own `TelegramPacer`
+passes a 429 on without logging, so that logger stays silent.
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ async def test_a_waited_out_429_is_one_warning_and_the_answer_arrives(
 
     err = capsys.readouterr().err
     limiter = [line for line in err.splitlines() if "telegram.ext.AIORateLimiter" in line]
-    assert limiter, err
-    assert all(" WARNING " in line for line in limiter), limiter
+    assert not limiter, limiter
     assert " ERROR " not in err, err
     assert "Traceback" not in err

@@ -138,3 +138,17 @@ async def test_entries_round_trip_exactly(store: AnyStore) -> None:
     ex = exchange("x")
     await store.commit_exchange(replace(ex, entry=entry))
     assert await store.ring("telegram:1", since=0) == [entry]
+
+
+async def test_a_commit_adding_every_turn_rewrites_the_session(store: AnyStore) -> None:
+    """`added_turns == len(turns)`: the session's head changed (a trimmed
+    session's bridged head), so the stored turns are replaced, not appended to."""
+    first = exchange("eins", ts=1000.0)
+    await store.commit_exchange(first)
+    turns = [Turn("user", "<block> zwei"), Turn("assistant", "a2"), Turn("user", "drei")]
+    turns.append(Turn("assistant", "a3"))
+    session = replace(first.session, turns=turns, last_active=1060.0)
+    await store.commit_exchange(replace(first, session=session, added_turns=len(turns)))
+    loaded = await store.load_session(first.session.key)
+    assert loaded is not None
+    assert loaded.turns == turns

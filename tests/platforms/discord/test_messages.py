@@ -79,8 +79,9 @@ async def test_a_thread_is_its_own_conversation_and_needs_no_mention_after_an_an
     await fake.wait_for(lambda: len(fake.bot_texts(THREAD_ID)) == 2)
     assert running.prompts == ["Frage im Thread", "Folgefrage ohne Erwähnung"]
     assert fake.bot_texts(CHANNEL_ID) == []
-    keys = await running.bot.engine.store.inbox_pending()
-    assert keys == []
+    # The answer's commit follows its delivery: wait for it, not for the text.
+    await running.ring(count=2)
+    assert await running.bot.engine.store.inbox_pending() == []
     # The thread's session is keyed by the thread, not the parent channel.
     prompt = running.bot.provider.prompts[1]
     assert [m.content for m in prompt.messages if m.role == "user"][-2:] == [

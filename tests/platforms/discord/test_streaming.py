@@ -3,9 +3,16 @@ edits throttled to `edit_interval`, a 429 on an edit waited out."""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
 from tests.platforms.discord.conftest import Launch
-from tests.support.fake_discord import FakeDiscord
+from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider
+from tests.support.testbot import make_testbot
 
 CODE_LINES = [f"value_{i:03d} = compute({i}, 'chemitek')" for i in range(140)]
 LONG_ANSWER = (
@@ -15,6 +22,12 @@ LONG_ANSWER = (
     + "Danach läuft alles. " * 120
 )
 DONE = "Danach läuft alles."
+
+
+def _busiest(times: Sequence[float]) -> int:
+    """The most of `times` in any 1 s window."""
+    times = sorted(times)
+    return max(bisect.bisect_right(times, at + 1.0) - i for i, at in enumerate(times))
 
 
 def _chunks(text: str, size: int = 150) -> list[str]:
@@ -60,3 +73,42 @@ async def test_a_429_with_via_on_an_edit_is_waited_out(fake: FakeDiscord, launch
     await running.ring()
     assert [c.status for c in fake.calls_to("PATCH /channels/*")].count(429) == 1
     assert fake.bot_texts(fake.dm_channel())[-1].strip() == ("satz. " * 200).strip()
+
+
+async def test_twenty_users_at_once_stay_well_under_discords_global_limit(
+    fake: FakeDiscord, launch: Launch, tmp_path: Path
+) -> None:
+    """Progress edits every 0.05 s for 20 streams would be ~400 REST calls a
+    second; the bot's shared budget lets at most 35 through in any second
+    (arrivals at the fake may bunch a little on a busy machine, staying well
+    under Discord's 50), and every answer still arrives whole."""
+    users = [USER_ID + i for i in range(20)]
+    answer = "wort " * 240
+    provider = ScriptedProvider(lambda p: _chunks(answer, 20), chunk_delay=0.02)
+    bot = await make_testbot(
+        tmp_path, provider=provider, allow=tuple(f"discord:{u}" for u in users)
+    )
+    running = await launch(bot=bot, edit_interval=0.05)
+    pace, granted = running.platform._pace, []
+    take = pace.take
+
+    async def recorded(priority: int = 0) -> None:  # a spy: when the budget let a call go
+        await take(priority)
+        granted.append(time.monotonic())
+
+    pace.take = recorded  # type: ignore[method-assign]
+    sent_before = len(fake.calls)
+    await asyncio.gather(*(fake.send_dm(f"Frage von {u}", author=u) for u in users))
+    for user in users:
+        await running.ring(user)
+    for user in users:
+        assert fake.bot_texts(fake.dm_channel(user))[-1].strip() == answer.strip()
+    replies = [
+        c.at
+        for c in fake.calls[sent_before:]
+        if c.path.startswith("/channels/") and c.method in ("POST", "PATCH")
+    ]
+    assert _busiest(granted) <= 35
+    assert 20 <= _busiest(replies) < 50
+    assert len(granted) == len(replies)
+    assert sum(1 for c in fake.calls[sent_before:] if c.method == "PATCH") > 20, "no streaming"
