@@ -9,6 +9,7 @@ Typical use::
 from ._duration import Duration
 from ._errors import ConfigError, ConfigIssue
 from ._ids import check_user_id
+from ._limits import LIMIT_KEYS, LimitsConfig, LimitValues, Prices
 from ._loader import load_config, load_config_text, resolve_config_path
 from ._models import (
     AccessConfig,
@@ -26,6 +27,7 @@ from ._summary import describe_store, summarize
 from ._urls import mask_url, url_secrets
 
 __all__ = [
+    "LIMIT_KEYS",
     "AccessConfig",
     "BotConfig",
     "ChatbridgeConfig",
@@ -34,9 +36,12 @@ __all__ = [
     "DiscordConfig",
     "Duration",
     "EngineConfig",
+    "LimitValues",
+    "LimitsConfig",
     "LoggingConfig",
     "MemoryConfig",
     "PlatformsConfig",
+    "Prices",
     "ProviderConfig",
     "ProvidersConfig",
     "SecretFileError",

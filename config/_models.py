@@ -12,6 +12,7 @@ from ._base import Section
 from ._duration import Duration, LongDuration
 from ._errors import Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
+from ._limits import LimitsConfig, usd_limit_issues
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
 from ._urls import url_is_usable
@@ -187,6 +188,8 @@ class ChatbridgeConfig(Section):
     """HTTP listener."""
     logging: LoggingConfig = LoggingConfig()
     """Log level and format."""
+    limits: LimitsConfig = LimitsConfig()
+    """Token, message and cost limits per person (see `LimitValues`)."""
 
     @model_validator(mode="after")
     def _check_references(self) -> ChatbridgeConfig:
@@ -205,5 +208,11 @@ class ChatbridgeConfig(Section):
                     msg = f"{member} already belongs to identity {owner[member]!r}"
                     issues.append((("identities", name, index), msg))
                 owner.setdefault(member, name)
+        if "providers" in self.model_fields_set:  # `only=` sections leave providers out
+            chain = self.providers.chain or tuple(self.providers.entries)
+            unpriced = [n for n in chain if self.providers.entries[n].prices is None]
+        else:
+            unpriced = []
+        issues += usd_limit_issues(self.limits, unpriced, identities=dict(self.identities))
         raise_if(issues)
         return self

@@ -17,6 +17,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
+from chatbridge.core.limits import Admitted, LimitGate, Meter
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -59,8 +60,10 @@ class Answerer:
         clock: Clock,
         access: AccessPolicy,
         metrics: Metrics,
+        limits: LimitGate | None = None,
     ) -> None:
         self._settings = settings
+        self._limits = limits
         self._store = store
         self._provider = provider
         self._clock = clock
@@ -82,6 +85,7 @@ class Answerer:
 
         reply = StreamingReply(outbox, posted=entry.sent, on_posted=record_posted)
         usage = Usage()
+        meter, admitted, completed = Meter(), None, False
         try:
             if entry.answer is None:
                 prompt = Prompt(
@@ -89,8 +93,13 @@ class Answerer:
                     messages=(*session.turns, Turn("user", content)),
                     cache_key=Prompt.cache_key_for(entry.message.conversation.key),
                 )
+                if self._limits is not None:
+                    admitted = await self._admit(entry, outbox, prompt, session.user)
+                    if admitted is None:
+                        return "refused"
                 try:
-                    usage = await self._stream(prompt, reply, outbox)
+                    usage = await self._stream(prompt, reply, outbox, meter)
+                    completed = True
                 except ProviderError as exc:
                     await self._report_failure(exc, reply)
                     await self._store.inbox_done(entry.key)
@@ -115,6 +124,8 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
+            if admitted is not None:
+                await asyncio.shield(self._settle(admitted, meter, completed=completed))
         self._metrics.count_usage(entry.message.conversation.key, usage)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
@@ -124,6 +135,37 @@ class Answerer:
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
         return "answered"
+
+    async def _admit(
+        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str
+    ) -> Admitted | None:
+        """Reserve the request's worst case; None (after at most one sentence,
+        the entry done, nothing stored) when a limit refuses it."""
+        assert self._limits is not None
+        conversation = entry.message.conversation
+        accounts = self._limits.accounts(
+            person, conversation.user_id, admin=self._access.is_admin(conversation)
+        )
+        admitted = await self._limits.admit(prompt, accounts=accounts)
+        if isinstance(admitted, Admitted):
+            return admitted
+        log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
+        self._metrics.limit_refusals.labels(kind=admitted.kind).inc()
+        if admitted.notify:
+            sentence = self._limits.refusal(
+                admitted, language=self._settings.language, accounts=accounts
+            )
+            await send_text(outbox, sentence)
+        await self._store.inbox_done(entry.key)
+        return None
+
+    async def _settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
+        """Settle the hold; a store failure leaves it to expire (`hold_ttl`)."""
+        assert self._limits is not None
+        try:
+            await self._limits.settle(admitted, meter, completed=completed)
+        except StoreError as exc:
+            log.warning("usage not settled (the hold expires by itself): %s", exc)
 
     async def _tell_undelivered(self, outbox: Outbox) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
@@ -165,13 +207,16 @@ class Answerer:
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
         return fresh, content
 
-    async def _stream(self, prompt: Prompt, reply: StreamingReply, outbox: Outbox) -> Usage:
+    async def _stream(
+        self, prompt: Prompt, reply: StreamingReply, outbox: Outbox, meter: Meter
+    ) -> Usage:
         usage = Usage()
         async with _typing_while_silent(outbox, reply):
             async for event in self._provider.stream(prompt):
                 if isinstance(event, TextDelta):
                     await reply.push(event.text)
                 else:
+                    meter.see(event)
                     usage = usage + event.usage
         return usage
 

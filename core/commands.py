@@ -15,6 +15,7 @@ from typing import Protocol
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
+from chatbridge.core.limits import LimitGate
 from chatbridge.core.memory import format_time, visible_entries
 from chatbridge.core.metrics import LastUsage
 from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
@@ -65,6 +66,7 @@ class CommandContext:
     model: str  # "gpt-5.4-mini (main)", for /status
     control: ConversationControl
     last_usage: LastUsage | None = None  # each conversation's last answer, for /status
+    limits: LimitGate | None = None  # what is left of the limits, for /status
 
 
 async def run_command(command: Command, message: IncomingMessage, ctx: CommandContext) -> str:
@@ -142,6 +144,14 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
             cache = "\n" + settings.say(
                 "status_cache", cached=last.cached_input_tokens, tokens_in=last.input_tokens
             )
+        if ctx.limits is not None:
+            accounts = ctx.limits.accounts(
+                user, conversation.user_id, admin=ctx.access.is_admin(conversation)
+            )
+            remainder = await ctx.limits.remainder(accounts)
+            if remainder is not None:
+                left = ctx.limits.status_lines(remainder, language=settings.language)
+                cache += f"\n{left}" if left else ""
     else:
         tokens_in = tokens_out = "–"
     return (

@@ -34,6 +34,7 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
+from chatbridge.core.limits import LimitGate
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.ordering import CancelNotices, ConversationLeases, KeyedLocks, LocalNotices
@@ -71,6 +72,7 @@ class Engine:
         leases: ConversationLeases | None = None,
         notices: CancelNotices | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
+        limits: LimitGate | None = None,
     ) -> None:
         """`leases` shared with other replicas (Redis) make this a replica:
         `resume` then also starts the sweep every `lease_ttl` seconds, which
@@ -87,6 +89,7 @@ class Engine:
         self._leases: ConversationLeases = leases if leases is not None else KeyedLocks()
         self._notices: CancelNotices = notices if notices is not None else LocalNotices()
         self._lease_ttl = lease_ttl
+        self.limits = limits
         self._background: set[asyncio.Task[None]] = set()
         self._superseded: dict[str, float] = {}  # cancel mode: newest received_at elsewhere
         self._inflight_at: dict[str, float] = {}  # received_at of the reply in self._inflight
@@ -97,6 +100,7 @@ class Engine:
             clock=self.clock,
             access=self.access,
             metrics=self.metrics,
+            limits=limits,
         )
         self._outboxes: dict[str, OutboxFactory] = {}
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
@@ -108,15 +112,24 @@ class Engine:
         self._draining = False
 
     def reconfigure(
-        self, settings: EngineSettings, *, provider: Provider, access: AccessPolicy
+        self,
+        settings: EngineSettings,
+        *,
+        provider: Provider,
+        access: AccessPolicy,
+        limits: LimitGate | None = None,
     ) -> Provider:
         """Swap in a reloaded config for every message not yet being answered.
 
         Answers in flight finish with what they started with; returns the
         previous provider, which the caller closes once the engine is done.
+        New limits apply to the next message; the counters are the store's
+        and stay.
         """
         old = self.provider
         self.settings, self.provider, self.access = settings, provider, access
+        if limits is not None:
+            self.limits = limits
         self._answerer = Answerer(
             settings,
             store=self.store,
@@ -124,6 +137,7 @@ class Engine:
             clock=self.clock,
             access=access,
             metrics=self.metrics,
+            limits=self.limits,
         )
         return old
 
@@ -338,6 +352,7 @@ class Engine:
             model=f"{provider.model} ({provider.name})",
             control=self,
             last_usage=self.metrics.last_usage,
+            limits=self.limits,
         )
 
     # -- ordering, cancelling, draining ----------------------------------------

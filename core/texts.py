@@ -58,6 +58,26 @@ TEXTS: dict[str, dict[str, str]] = {
         "status_cache": "Prompt cache: {cached} of the last answer's {tokens_in} input tokens",
         "session_live": "started {age} ago, expires after {left} more idle",
         "session_none": "none (the next message starts one)",
+        "limit_refused": "Sorry, that would go past {limit}, so I will not answer it; {reset}.",
+        "limit_rate": (
+            "Please slow down: {limit} is {count} messages a minute, and I will answer "
+            "again in a minute."
+        ),
+        "limit_own": "your limit",
+        "limit_pool": "this chat's shared limit",
+        "limit_own_tokens_per_day": "your daily token limit",
+        "limit_own_tokens_per_month": "your monthly token limit",
+        "limit_own_usd_per_day": "your daily cost limit",
+        "limit_own_usd_per_month": "your monthly cost limit",
+        "limit_pool_tokens_per_day": "this chat's shared daily token limit",
+        "limit_pool_tokens_per_month": "this chat's shared monthly token limit",
+        "limit_pool_usd_per_day": "this chat's shared daily cost limit",
+        "limit_pool_usd_per_month": "this chat's shared monthly cost limit",
+        "limit_reset_day": "it resets at midnight ({zone})",
+        "limit_reset_month": "it resets on {date} at 00:00 ({zone})",
+        "limit_left_today": "left today: {left}",
+        "limit_left_month": "left this month: {left}",
+        "limit_tokens": "{count} tokens",
     },
     "de": {
         "denied": (
@@ -119,6 +139,28 @@ TEXTS: dict[str, dict[str, str]] = {
         ),
         "session_live": "seit {age}, läuft nach {left} Ruhe ab",
         "session_none": "keine (die nächste Nachricht startet eine)",
+        "limit_refused": (
+            "Das würde {limit} überschreiten, darum beantworte ich das nicht; {reset}."
+        ),
+        "limit_rate": (
+            "Bitte langsamer: {limit} liegt bei {count} Nachrichten pro Minute, in einer "
+            "Minute antworte ich wieder."
+        ),
+        "limit_own": "dein Limit",
+        "limit_pool": "das gemeinsame Limit dieses Chats",
+        "limit_own_tokens_per_day": "dein tägliches Token-Limit",
+        "limit_own_tokens_per_month": "dein monatliches Token-Limit",
+        "limit_own_usd_per_day": "dein tägliches Kostenlimit",
+        "limit_own_usd_per_month": "dein monatliches Kostenlimit",
+        "limit_pool_tokens_per_day": "das gemeinsame tägliche Token-Limit dieses Chats",
+        "limit_pool_tokens_per_month": "das gemeinsame monatliche Token-Limit dieses Chats",
+        "limit_pool_usd_per_day": "das gemeinsame tägliche Kostenlimit dieses Chats",
+        "limit_pool_usd_per_month": "das gemeinsame monatliche Kostenlimit dieses Chats",
+        "limit_reset_day": "es gilt wieder ab Mitternacht ({zone})",
+        "limit_reset_month": "es gilt wieder ab dem {date}, 00:00 ({zone})",
+        "limit_left_today": "heute übrig: {left}",
+        "limit_left_month": "diesen Monat übrig: {left}",
+        "limit_tokens": "{count} Tokens",
     },
 }
 

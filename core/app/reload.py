@@ -3,7 +3,8 @@ refused line by line (`FILE:LINE: key: message`) and the running config stays.
 
 Applied live: `bot.*`, `engine.*`, the memory limits that shape prompts
 (`max_age`, `user_chars`, `summary_chars`, `inject_entries`), `providers.*`,
-`access.*` and `identities`. Everything that opens a connection, a file or a
+`access.*`, `identities` and `limits` (new limits apply to the next
+message; what was spent stays counted). Everything that opens a connection, a file or a
 port — `platforms.*`, `memory.backend/path/url/max_entries`, `server.*`,
 `logging.*` — needs a restart; a reload that changes one of them says so.
 """
@@ -18,6 +19,7 @@ from chatbridge.config import ChatbridgeConfig, ConfigError
 from chatbridge.core.app.wiring import (
     access_from_config,
     choose_provider,
+    gate_from_config,
     secrets_of,
     settings_from_config,
 )
@@ -82,7 +84,10 @@ class Reloader:
             )
         choice = choose_provider(new, self._environ)
         old = self._engine.reconfigure(
-            settings_from_config(new), provider=choice.provider, access=access_from_config(new)
+            settings_from_config(new),
+            provider=choice.provider,
+            access=access_from_config(new),
+            limits=gate_from_config(new, self._engine.store, self._engine.clock),
         )
         # Answers in flight may still use the old provider: close it at shutdown.
         self._stack.push_async_callback(old.aclose)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.models import ChannelCursor, Exchange, InboxEntry, MemoryEntry, Session, Usage
 
 
@@ -86,6 +87,42 @@ class Store(Protocol):
     ) -> None: ...
 
     async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]: ...
+
+    # The limits ledger (see `Ledger`) is part of every store.
+    async def ledger_reserve(self, hold: Hold) -> Verdict: ...
+
+    async def ledger_settle(self, settlement: Settlement) -> None: ...
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]: ...
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]: ...
+
+
+class Ledger(Protocol):
+    """Limit counters per account (`core.ledger`), shared by every replica.
+
+    Counters survive `forget`: they hold numbers, no text, and a person must
+    not reset a budget by /forget.
+    """
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """Atomically: record `hold` if it fits every limit of every account
+        (`core.ledger.decide`, unexpired holds included); else count a refusal
+        on each account and record a rate notice when the verdict notifies."""
+        ...
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        """Atomically drop the hold and add what was used (a request) to the
+        day and month of each account; an unknown or expired hold id is fine."""
+        ...
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        """What `decide` would see for `hold` now (for /status), without writing."""
+        ...
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        """Every account's day counters from `since_day` on (for `chatbridge usage`)."""
+        ...
 
 
 class Inbox(Protocol):

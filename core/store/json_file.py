@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
 import time
@@ -10,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.models import (
     ChannelCursor,
     Exchange,
@@ -37,6 +39,7 @@ from chatbridge.core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
+from chatbridge.core.store._json_ledger import book_bytes, ledger_path, read_book
 from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
 
 
@@ -77,6 +80,8 @@ class JsonStore:
         self._state = State()
         self._open = False
         self._lock_fd: int | None = None
+        self._ledger_path = ledger_path(path)
+        self._book = LedgerBook()
 
     async def open(self) -> None:
         """Load both files; a damaged one raises `StoreCorrupt` and is not touched."""
@@ -119,7 +124,8 @@ class JsonStore:
         for f in (self._path.parent, self._path, self._state_path):
             if f.exists() and not os.access(f, os.W_OK):
                 raise unreadable(f, PermissionError(13, "Permission denied"))
-        self._state, self._ring = state, {}
+        book = read_book(self._ledger_path)
+        self._state, self._ring, self._book = state, {}, book
         for entry in entries:
             self._ring.setdefault(entry.user, []).append(entry)
         for stale in self._path.parent.glob(f".{self._path.name}*.tmp"):
@@ -281,6 +287,31 @@ class JsonStore:
             self._write_state(undo)
         recent = sorted(channels.items(), key=lambda item: item[1][1], reverse=True)[:limit]
         return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """Decide in memory, then rewrite the ledger file (`_json_ledger`)."""
+        self._live()
+        return self._ledger_write(lambda book: book.reserve(hold))
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        self._live()
+        self._ledger_write(lambda book: book.settle(settlement))
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        self._live()
+        return {a.key: self._book.snapshot(a.key, hold) for a in hold.accounts}
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        self._live()
+        return self._book.rows(since_day=since_day)
+
+    def _ledger_write(self, change: Callable[[LedgerBook], Any]) -> Any:
+        """Apply `change` to a copy of the book; keep it only once it is on disk."""
+        book = copy.deepcopy(self._book)
+        result = change(book)
+        atomic_write(self._ledger_path, book_bytes(book))
+        self._book = book
+        return result
 
     async def aclose(self) -> None:
         """Every write is already on disk; this refuses further use and frees the lock."""

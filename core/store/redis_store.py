@@ -124,14 +124,14 @@ from chatbridge.core.store._codec import (
     user_hash,
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
-from chatbridge.core.store._redis_cursors import RedisCursors
 from chatbridge.core.store._redis_lease import fence_key
+from chatbridge.core.store._redis_ledger import RedisLedger
 from chatbridge.core.store.base import LeaseLost
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore(RedisCursors):
+class RedisStore(RedisLedger):
     """Sessions, rings, usage and the inbox in Redis; see the module docstring
     for the key layout. The constructor is `RedisConnection`'s:
     ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.models import (
     ChannelCursor,
     Exchange,
@@ -23,6 +24,7 @@ from chatbridge.core.store import (
     _sqlite_cursors,
     _sqlite_file,
     _sqlite_inbox,
+    _sqlite_ledger,
     _sqlite_wal,
 )
 from chatbridge.core.store._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
@@ -273,6 +275,27 @@ class SqliteStore:
             "cursors", _sqlite_cursors.RECENT, (platform, limit), _sqlite_cursors.RECENT_COLUMNS
         )
         return [ChannelCursor(platform, channel, last, at) for _, channel, last, at in rows]
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """One write transaction: the check and the hold (`_sqlite_ledger`)."""
+        with self._txn() as db:
+            return _sqlite_ledger.reserve(db, hold)
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        with self._txn() as db:
+            _sqlite_ledger.settle(db, settlement)
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        try:
+            return _sqlite_ledger.snapshots(self._conn(), hold)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        try:
+            return _sqlite_ledger.rows(self._conn(), since_day=since_day)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
 
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""

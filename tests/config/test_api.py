@@ -158,6 +158,10 @@ def test_public_api_is_reexported() -> None:
         "mask_url",
         "url_secrets",
         "check_user_id",
+        "LIMIT_KEYS",
+        "LimitValues",
+        "LimitsConfig",
+        "Prices",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)
