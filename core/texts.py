@@ -60,8 +60,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "session_none": "none (the next message starts one)",
         "limit_refused": "Sorry, that would go past {limit}, so I will not answer it; {reset}.",
         "limit_rate": (
-            "Please slow down: {limit} is {count} messages a minute, and I will answer "
-            "again in a minute."
+            "Please slow down: {limit} of messages per minute ({count}) is reached; "
+            "I will answer again in a minute."
         ),
         "limit_own": "your limit",
         "limit_pool": "this chat's shared limit",
@@ -143,8 +143,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "Das würde {limit} überschreiten, darum beantworte ich das nicht; {reset}."
         ),
         "limit_rate": (
-            "Bitte langsamer: {limit} liegt bei {count} Nachrichten pro Minute, in einer "
-            "Minute antworte ich wieder."
+            "Bitte langsamer: {limit} an Nachrichten pro Minute ({count}) ist erreicht; "
+            "in einer Minute antworte ich wieder."
         ),
         "limit_own": "dein Limit",
         "limit_pool": "das gemeinsame Limit dieses Chats",

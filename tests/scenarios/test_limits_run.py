@@ -1,0 +1,157 @@
+"""Limits through `chatbridge run` over the fakes: Telegram + OpenAI, real SQLite.
+
+A request is made only while its worst case fits; then one sentence names
+the limit and its reset, and nothing reaches the model. Concurrent messages
+cannot pass a limit together, admins can be exempt, /status shows what is
+left going down, and /metrics counts refusals by limit kind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+
+from tests.support.cli import free_port
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.running import chatbridge_run
+from tests.support.sse import Reply
+
+ALICE, BOB = 579304651, 42424242
+GROUPS = [-1001000 - i for i in range(5)]
+
+
+def _config(
+    telegram: FakeTelegram, openai: FakeOpenAI, port: int, *, limits: str, max_tokens: int
+) -> str:
+    return f"""
+bot:
+  language: en
+  timezone: Europe/Berlin
+providers:
+  main:
+    type: openai
+    model: gpt-test
+    api_key: ${{OPENAI_API_KEY}}
+    base_url: {openai.base_url}
+    max_tokens: {max_tokens}
+platforms:
+  telegram:
+    enabled: true
+    base_url: {telegram.base_url}
+    edit_interval: 0.2s
+access:
+  allow: [telegram:{ALICE}, {", ".join(f"telegram:{g}" for g in GROUPS)}]
+  admins: [telegram:{BOB}]
+server:
+  port: {port}
+limits:
+{limits}
+"""
+
+
+def _env(telegram: FakeTelegram) -> dict[str, str]:
+    return {"TELEGRAM_BOT_TOKEN": telegram.token, "OPENAI_API_KEY": "sk-limits-1"}
+
+
+async def _say(telegram: FakeTelegram, chat: int, user: int, text: str, **kw: object) -> str:
+    """Send `text` and return the bot's next message in that chat."""
+    before = len(telegram.bot_texts(chat))
+    telegram.push_text(chat, user, text, **kw)  # type: ignore[arg-type]
+    await telegram.wait_for(lambda: len(telegram.bot_texts(chat)) > before, within=30)
+    return telegram.bot_texts(chat)[before]
+
+
+def _left_today(status: str) -> int:
+    (line,) = [x for x in status.splitlines() if x.startswith("left today: ")]
+    return int(line.removeprefix("left today: ").removesuffix(" tokens"))
+
+
+async def test_a_daily_limit_answers_while_the_worst_case_fits(tmp_path: Path) -> None:
+    port = free_port()
+    limits = "  default: {tokens_per_day: 1100}\n  admins_exempt: true"
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        config = _config(telegram, openai, port, limits=limits, max_tokens=900)
+        (tmp_path / "chatbridge.yaml").write_text(config)
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            left = [_left_today(await _say(telegram, ALICE, ALICE, "/status"))]
+            answers = 0
+            for n in range(10):
+                reply = await _say(telegram, ALICE, ALICE, f"question number {n}")
+                if "limit" in reply:
+                    refusal = reply
+                    break
+                answers += 1
+                left.append(_left_today(await _say(telegram, ALICE, ALICE, "/status")))
+            else:
+                raise AssertionError("the daily limit never refused")
+            requests = len(openai.requests)
+            again = await _say(telegram, ALICE, ALICE, "one more, please")
+            after = len(openai.requests)
+            exempt = await _say(telegram, BOB, BOB, "I am the admin")
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{port}/metrics") as response,
+            ):
+                metrics = await response.text()
+    assert ran.code == 0, ran.stderr
+    assert answers >= 1
+    assert requests == answers, "a refused message reached the model"
+    assert refusal == (
+        "Sorry, that would go past your daily token limit, so I will not answer it; "
+        "it resets at midnight (Europe/Berlin)."
+    )
+    assert again == refusal
+    assert after == requests
+    assert left[0] == 1100
+    assert left == sorted(left, reverse=True), left
+    assert left[-1] < left[0], left
+    assert "limit" not in exempt
+    assert len(openai.requests) == requests + 1, "the exempt admin was not answered"
+    assert 'chatbridge_limit_refusals_total{kind="tokens_per_day"} 2.0' in metrics
+
+
+async def test_five_simultaneous_messages_against_a_budget_for_two(tmp_path: Path) -> None:
+    limits = "  default: {tokens_per_day: 2300}"
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        # Each worst case is ~1060 tokens: two fit, and the slow answers keep
+        # both holds in place while the other three are decided.
+        openai.script(*[Reply(first_chunk_delay=1.5) for _ in range(5)])
+        config = _config(telegram, openai, free_port(), limits=limits, max_tokens=1000)
+        (tmp_path / "chatbridge.yaml").write_text(config)
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            for group in GROUPS:
+                telegram.push_text(group, ALICE, "@bridge_bot hello", chat_type="supergroup")
+            await telegram.wait_for(
+                lambda: all(telegram.bot_texts(g) for g in GROUPS) and openai.streams.open == 0,
+                within=40,
+            )
+            replies = [telegram.bot_texts(g)[-1] for g in GROUPS]
+    assert ran.code == 0, ran.stderr
+    assert len(openai.requests) == 2
+    refused = [r for r in replies if "daily token limit" in r]
+    assert len(refused) == 3, replies
+
+
+async def test_past_messages_per_minute_one_notice_then_silence(tmp_path: Path) -> None:
+    limits = "  default: {messages_per_minute: 1}"
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        config = _config(telegram, openai, free_port(), limits=limits, max_tokens=100)
+        (tmp_path / "chatbridge.yaml").write_text(config)
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            first = await _say(telegram, ALICE, ALICE, "one")
+            notice = await _say(telegram, ALICE, ALICE, "two")
+            # In order per chat: once /status is answered, "three" was decided.
+            telegram.push_text(ALICE, ALICE, "three")
+            status = await _say(telegram, ALICE, ALICE, "/status")
+            transcript = telegram.bot_texts(ALICE)
+    assert ran.code == 0, ran.stderr
+    assert first == "Hello from the fake."
+    assert notice == (
+        "Please slow down: your limit of messages per minute (1) is reached; "
+        "I will answer again in a minute."
+    )
+    assert status.startswith("Model:"), "the third message got more than silence"
+    assert len(transcript) == 3
+    assert len(openai.requests) == 1
