@@ -208,8 +208,8 @@ class RedisLedger(RedisCursors):
         result = await self._script(_RESERVE, keys, args)
         if result == 1:
             return Verdict(True)
-        _, notify, kind, account = str(result).split(" ", 3)  # "refused 1 KIND ACCOUNT"
-        return Verdict(False, account, kind, notify == "1")
+        _, notify, kind, refusing = str(result).split(" ", 3)  # "refused 1 KIND ACCOUNT"
+        return Verdict(False, refusing, kind, notify == "1")
 
     async def ledger_settle(self, settlement: Settlement) -> None:
         s = settlement
