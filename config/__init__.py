@@ -6,7 +6,7 @@ Typical use::
     config = load_config(path, os.environ)   # raises ConfigError listing every problem
 """
 
-from ._duration import Duration
+from ._duration import Duration, parse_duration
 from ._errors import ConfigError, ConfigIssue
 from ._ids import check_user_id
 from ._limits import LIMIT_KEYS, LimitsConfig, LimitValues, Prices
@@ -54,6 +54,7 @@ __all__ = [
     "load_config",
     "load_config_text",
     "mask_url",
+    "parse_duration",
     "resolve_config_path",
     "summarize",
     "url_secrets",

@@ -1,4 +1,4 @@
-"""`chatbridge` command line: run, chat, config check, memory show|forget|export.
+"""`chatbridge` command line: run, chat, config check, memory show|forget|export, usage.
 
 Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage
 (a `--user` that is neither `platform:id` nor an identity name, a store
@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import sys
+import time
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -34,14 +35,17 @@ from chatbridge.config import (
     check_user_id,
     describe_store,
     load_config,
+    parse_duration,
     resolve_config_path,
     summarize,
 )
 from chatbridge.core.app.logs import SecretRedactor, setup_logging
 from chatbridge.core.app.preflight import unwritable_store
+from chatbridge.core.app.usage import USAGE_SECTIONS, render, usage_lines
 from chatbridge.core.app.wiring import (
     access_from_config,
     engine_from_config,
+    policy_from_config,
     secrets_of,
     store_from_config,
 )
@@ -55,6 +59,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MEMORY_SECTIONS = ("memory", "identities", "access")
 """What `memory show|export|forget` validate: the store and who is who, no secrets."""
+MAX_SINCE = 400 * 86400.0  # the ledger keeps day counters this long (Redis expires them)
 _UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
@@ -95,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub = with_config(memory_commands.add_parser(action, help=text))
         sub.add_argument("--user", required=True, help="platform:id or identity name")
+    usage = with_config(
+        commands.add_parser("usage", help="tokens, requests, cost and what is left, per person")
+    )
+    usage.add_argument("--since", default="7d", help="how far back, e.g. 24h, 7d, 90d (7d)")
+    usage.add_argument("--user", help="only this person (platform:id or identity name)")
+    usage.add_argument("--format", choices=("table", "json", "csv"), default="table")
     return parser
 
 
@@ -119,7 +130,7 @@ def _log_level(
 
 def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[ChatbridgeConfig, str]:
     path = resolve_config_path(args.config, environ, Path.cwd())
-    only = MEMORY_SECTIONS if args.command == "memory" else None
+    only = {"memory": MEMORY_SECTIONS, "usage": USAGE_SECTIONS}.get(args.command)
     return load_config(path, environ, only=only), str(path) if path else "built-in defaults"
 
 
@@ -218,6 +229,24 @@ async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     return EXIT_OK
 
 
+async def _usage(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
+    access = access_from_config(config)
+    store = await store_from_config(config)
+    try:
+        lines = await usage_lines(
+            store,
+            config=config,
+            policy=policy_from_config(config),
+            access=access,
+            since=time.time() - args.since_seconds,
+            person=None if args.user is None else access.resolve(args.user),
+        )
+    finally:
+        await store.aclose()
+    print(visible(render(lines, args.format), json_style=args.format == "json"))
+    return EXIT_OK
+
+
 async def _forget(store: Store, user: str, keys: list[str]) -> str:
     """Erase every key of the person; the sentence says whether anything was there.
 
@@ -285,10 +314,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             if unwritable := unwritable_store(config.memory):
                 return _fail(visible(unwritable), EXIT_CONFIG, redactor)
             return asyncio.run(_chat(args, config, environ))
-        if args.command == "memory":
+        if args.command in ("memory", "usage"):
             missing = _missing_store(config)
             if missing is not None:
                 return _fail(visible(f"no store at {missing}"), EXIT_FAILED, redactor)
+            if args.command == "usage":
+                try:
+                    args.since_seconds = parse_duration(args.since, limit=MAX_SINCE)
+                except ValueError as exc:
+                    return _fail(visible(f"--since {args.since}: {exc}"), EXIT_CONFIG, redactor)
+                return asyncio.run(_usage(args, config))
             return asyncio.run(_memory(args, config))
         return asyncio.run(_run(args, config, environ, redactor))
     except StoreError as exc:

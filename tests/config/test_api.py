@@ -162,6 +162,7 @@ def test_public_api_is_reexported() -> None:
         "LimitValues",
         "LimitsConfig",
         "Prices",
+        "parse_duration",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)

@@ -8,11 +8,15 @@ left going down, and /metrics counts refusals by limit kind.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 
 import aiohttp
+import pytest
 
-from tests.support.cli import free_port
+from tests.support.cli import free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.running import chatbridge_run
@@ -155,3 +159,64 @@ async def test_past_messages_per_minute_one_notice_then_silence(tmp_path: Path) 
     assert status.startswith("Model:"), "the third message got more than silence"
     assert len(transcript) == 3
     assert len(openai.requests) == 1
+
+
+async def test_usage_in_three_formats_matches_the_reported_usage_and_prices(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    limits = "  default: {tokens_per_day: 100000, usd_per_day: 1.5}"
+    used = {ALICE: [(1200, 300), (2500, 700)], BOB: [(40_000, 1_000)]}
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        config = _config(telegram, openai, port, limits=limits, max_tokens=2000)
+        config = config.replace(
+            "    max_tokens: 2000\n",
+            "    max_tokens: 2000\n    prices: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n",
+        )
+        (tmp_path / "chatbridge.yaml").write_text(config)
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            for user, reports in used.items():
+                for n, usage in enumerate(reports):
+                    openai.script(Reply(usage=usage))
+                    await _say(telegram, user, user, f"question {n}")
+            status = await _say(telegram, ALICE, ALICE, "/status")
+        assert ran.code == 0, ran.stderr
+        env = {"TELEGRAM_BOT_TOKEN": "", "OPENAI_API_KEY": ""}  # no secrets needed
+        shown = {
+            fmt: await run_cli("usage", "--format", fmt, cwd=tmp_path, env=env)
+            for fmt in ("json", "csv", "table")
+        }
+        one = await run_cli("usage", "--user", f"telegram:{BOB}", "--format", "json", cwd=tmp_path)
+    for result in (*shown.values(), one):
+        assert result.code == 0, result.stderr
+
+    def cost(reports: list[tuple[int, int]]) -> float:
+        return sum(i * 0.15 / 1e6 + o * 0.6 / 1e6 for i, o in reports)
+
+    people = {p["id"]: p for p in json.loads(shown["json"].stdout)["people"]}
+    assert set(people) == {f"telegram:{ALICE}", f"telegram:{BOB}"}
+    for user, reports in used.items():
+        person = people[f"telegram:{user}"]
+        assert person["tokens_in"] == sum(i for i, _ in reports)
+        assert person["tokens_out"] == sum(o for _, o in reports)
+        assert person["requests"] == len(reports)
+        assert person["refused"] == 0
+        assert person["cost_usd"] == pytest.approx(cost(reports), abs=1e-8)
+        assert person["left"]["usd_per_day"] == pytest.approx(1.5 - cost(reports), abs=1e-5)
+    alice = people[f"telegram:{ALICE}"]
+    assert alice["left"]["tokens_per_day"] == 100000 - 4700
+    assert "left today: 95300 tokens, $1.50" in status
+    # Bob is an admin, but admins_exempt is off: his limits apply too.
+    assert people[f"telegram:{BOB}"]["left"]["tokens_per_day"] == 100000 - 41000
+    rows = list(csv.reader(io.StringIO(shown["csv"].stdout)))
+    assert rows[0] == ["kind", "id", "tokens_in", "tokens_out", "requests", "refused", "cost_usd"]
+    assert rows[1:] == [
+        ["person", f"telegram:{u}", str(sum(i for i, _ in r)), str(sum(o for _, o in r)),
+         str(len(r)), "0", f"{cost(r):.6f}"]
+        for u, r in sorted(used.items(), key=lambda item: f"telegram:{item[0]}")
+    ]  # fmt: skip
+    table = shown["table"].stdout.splitlines()
+    assert table[0].split()[:2] == ["KIND", "ID"]
+    assert any(f"telegram:{ALICE}" in line and " 3700 " in line for line in table)
+    (bob,) = json.loads(one.stdout)["people"]
+    assert bob["id"] == f"telegram:{BOB}"
