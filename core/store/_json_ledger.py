@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.ledger import HoldRow, LedgerBook, Tally
+from chatbridge.core.links import LinkBook
 from chatbridge.core.store._codec import corrupt, unreadable
 
-__all__ = ["book_bytes", "ledger_path", "read_book"]
+__all__ = ["book_bytes", "ledger_path", "links_bytes", "links_path", "read_book", "read_links"]
 
 
 def ledger_path(path: Path) -> Path:
@@ -66,5 +67,37 @@ def book_bytes(book: LedgerBook) -> bytes:
         },
         "stamps": {a: dict(v) for a, v in book.stamps.items() if v},
         "notices": dict(book.notices),
+    }
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def links_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.links.json")
+
+
+def read_links(path: Path) -> LinkBook:
+    """The links in `path` (`core.links.LinkBook`); missing: none; damaged: `StoreCorrupt`."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return LinkBook()
+    except OSError as err:
+        raise unreadable(path, err) from err
+    try:
+        data = json.loads(raw)
+        return LinkBook(
+            person={str(u): str(p) for u, p in data["person"].items()},
+            codes={h: (str(v[0]), float(v[1])) for h, v in data["codes"].items()},
+            attempts={u: (int(v[0]), float(v[1])) for u, v in data["attempts"].items()},
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+        raise corrupt(path, "JSON", f"links: {type(err).__name__}") from None
+
+
+def links_bytes(book: LinkBook) -> bytes:
+    data = {
+        "person": book.person,
+        "codes": {h: list(v) for h, v in book.codes.items()},
+        "attempts": {u: list(v) for u, v in book.attempts.items()},
     }
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()

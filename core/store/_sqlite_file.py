@@ -11,6 +11,7 @@ from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locke
 from chatbridge.core.store._sqlite_cursors import CURSORS_MARKER, CURSORS_TABLE
 from chatbridge.core.store._sqlite_inbox import INBOX_MARKER, INBOX_TABLE
 from chatbridge.core.store._sqlite_ledger import LEDGER_MARKER, LEDGER_TABLES
+from chatbridge.core.store._sqlite_links import LINKS_MARKER, LINKS_TABLES
 from chatbridge.core.store._sqlite_wal import WalMarker
 from chatbridge.core.store.base import StoreError
 
@@ -37,7 +38,7 @@ CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
-{FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}{LEDGER_TABLES}"""
+{FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}{LEDGER_TABLES}{LINKS_TABLES}"""
 
 
 def create(path: Path) -> None:
@@ -111,6 +112,8 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
             "SELECT 1 FROM sqlite_master WHERE name = ?", (LEDGER_MARKER,)
         ).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {LEDGER_TABLES} COMMIT;")  # before limits
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LINKS_MARKER,)).fetchone():
+            db.executescript(f"BEGIN IMMEDIATE; {LINKS_TABLES} COMMIT;")  # before linking
         marker = WalMarker(path)
         marker.attach(db)
     except (sqlite3.Error, OSError) as err:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.links import LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
     Exchange,
@@ -39,7 +40,14 @@ from chatbridge.core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
-from chatbridge.core.store._json_ledger import book_bytes, ledger_path, read_book
+from chatbridge.core.store._json_ledger import (
+    book_bytes,
+    ledger_path,
+    links_bytes,
+    links_path,
+    read_book,
+    read_links,
+)
 from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
 
 
@@ -82,6 +90,8 @@ class JsonStore:
         self._lock_fd: int | None = None
         self._ledger_path = ledger_path(path)
         self._book = LedgerBook()
+        self._links_path = links_path(path)
+        self._links = LinkBook()
 
     async def open(self) -> None:
         """Load both files; a damaged one raises `StoreCorrupt` and is not touched."""
@@ -124,8 +134,8 @@ class JsonStore:
         for f in (self._path.parent, self._path, self._state_path):
             if f.exists() and not os.access(f, os.W_OK):
                 raise unreadable(f, PermissionError(13, "Permission denied"))
-        book = read_book(self._ledger_path)
-        self._state, self._ring, self._book = state, {}, book
+        book, links = read_book(self._ledger_path), read_links(self._links_path)
+        self._state, self._ring, self._book, self._links = state, {}, book, links
         for entry in entries:
             self._ring.setdefault(entry.user, []).append(entry)
         for stale in self._path.parent.glob(f".{self._path.name}*.tmp"):
@@ -311,6 +321,34 @@ class JsonStore:
         result = change(book)
         atomic_write(self._ledger_path, book_bytes(book))
         self._book = book
+        return result
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        now = time.time()
+        self._links_write(lambda b: b.offer(user, code_hash, expires_at, now))
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        return self._links_write(lambda b: b.take(code_hash, now))
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        return self._links_write(lambda b: b.attempt(user, now, failed))
+
+    async def link_join(self, first: str, second: str) -> str:
+        return self._links_write(lambda b: b.join(first, second))
+
+    async def link_split(self, user: str) -> bool:
+        return self._links_write(lambda b: b.split(user))
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        self._live()
+        return self._links.group(user)
+
+    def _links_write(self, change: Callable[[LinkBook], Any]) -> Any:
+        self._live()
+        links = copy.deepcopy(self._links)
+        result = change(links)
+        atomic_write(self._links_path, links_bytes(links))
+        self._links = links
         return result
 
     async def aclose(self) -> None:

@@ -125,13 +125,13 @@ from chatbridge.core.store._codec import (
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
 from chatbridge.core.store._redis_lease import fence_key
-from chatbridge.core.store._redis_ledger import RedisLedger
+from chatbridge.core.store._redis_links import RedisLinks
 from chatbridge.core.store.base import LeaseLost
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore(RedisLedger):
+class RedisStore(RedisLinks):
     """Sessions, rings, usage and the inbox in Redis; see the module docstring
     for the key layout. The constructor is `RedisConnection`'s:
     ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""

@@ -25,6 +25,7 @@ from chatbridge.core.store import (
     _sqlite_file,
     _sqlite_inbox,
     _sqlite_ledger,
+    _sqlite_links,
     _sqlite_wal,
 )
 from chatbridge.core.store._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
@@ -294,6 +295,32 @@ class SqliteStore:
     async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
         try:
             return _sqlite_ledger.rows(self._conn(), since_day=since_day)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        with self._txn() as db:
+            _sqlite_links.offer(db, user, code_hash, expires_at, time.time())
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        with self._txn() as db:
+            return _sqlite_links.take(db, code_hash, now)
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        with self._txn() as db:
+            return _sqlite_links.attempt(db, user, now, failed)
+
+    async def link_join(self, first: str, second: str) -> str:
+        with self._txn() as db:
+            return _sqlite_links.join(db, first, second)
+
+    async def link_split(self, user: str) -> bool:
+        with self._txn() as db:
+            return _sqlite_links.split(db, user)
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        try:
+            return _sqlite_links.group(self._conn(), user)
         except sqlite3.Error as err:
             raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
 
