@@ -18,6 +18,7 @@ from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
 from chatbridge.core.limits import Admitted, LimitGate, Meter
+from chatbridge.core.links import People, Person
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -78,7 +79,8 @@ class Answerer:
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
-        session, content = await self._open_turn(entry, now)
+        person = await People(self._access, self._store).of(entry.message.conversation)
+        session, content = await self._open_turn(entry, now, person)
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -94,7 +96,7 @@ class Answerer:
                     cache_key=Prompt.cache_key_for(entry.message.conversation.key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(entry, outbox, prompt, session.user)
+                    admitted = await self._admit(entry, outbox, prompt, person.key)
                     if admitted is None:
                         return "refused"
                 try:
@@ -181,8 +183,13 @@ class Answerer:
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
-    async def _open_turn(self, entry: InboxEntry, now: float) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send."""
+    async def _open_turn(
+        self, entry: InboxEntry, now: float, person: Person
+    ) -> tuple[Session, str]:
+        """The session to continue (or a new one) and the user turn to send.
+
+        The bridge reads the person's ring (every linked ID's entries); the
+        session, and so the new entry, stays filed under this ID's own key."""
         message = entry.message
         conversation = message.conversation
         settings = self._settings
@@ -195,7 +202,8 @@ class Answerer:
         ring_user = self._access.ring_user(conversation)
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
-            ring = await self._store.ring(ring_user, since=now - settings.max_age)
+            people = People(self._access, self._store)
+            ring = await people.ring(person, since=now - settings.max_age)
             entries = visible_entries(ring, conversation)[-settings.inject_entries :]
         content = build_bridge(
             entries,

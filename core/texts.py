@@ -49,6 +49,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/forget – erase everything I remember about you\n"
             "/memory – show what I remember from this chat\n"
             "/status – model, session and usage\n"
+            "/link – join your accounts on other platforms (/unlink undoes it)\n"
             "/help – this text"
         ),
         "status": (
@@ -78,6 +79,27 @@ TEXTS: dict[str, dict[str, str]] = {
         "limit_left_today": "left today: {left}",
         "limit_left_month": "left this month: {left}",
         "limit_tokens": "{count} tokens",
+        "link_code": (
+            "Your link code: send /link {code} to me from a private chat on your other "
+            "platform within 10 minutes (it works once)."
+        ),
+        "link_done": (
+            "Linked: {first} and {second} are one person here now (one memory, one set of "
+            "limits); /unlink undoes it."
+        ),
+        "link_wrong": (
+            "That code is wrong, used or expired; send /link in a private chat on your other "
+            "platform for a new one."
+        ),
+        "link_locked": "/link is locked for you after five wrong codes, until {until}.",
+        "link_private_only": "I link accounts only in a private chat: send /link to me there.",
+        "link_identity": (
+            "Your accounts are joined by the admin's config (identity {name}), which you "
+            "cannot change with /link or /unlink."
+        ),
+        "link_own": "That is your own code: send it from your account on the other platform.",
+        "unlink_done": "Unlinked: {user} is on its own again and keeps what was written from it.",
+        "unlink_none": "{user} is not linked to any other account.",
     },
     "de": {
         "denied": (
@@ -128,6 +150,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/forget – alles löschen, was ich mir über dich gemerkt habe\n"
             "/memory – zeigen, was ich mir aus diesem Chat gemerkt habe\n"
             "/status – Modell, Session und Verbrauch\n"
+            "/link – deine Konten auf anderen Plattformen verknüpfen (/unlink trennt sie)\n"
             "/help – dieser Text"
         ),
         "status": (
@@ -161,6 +184,31 @@ TEXTS: dict[str, dict[str, str]] = {
         "limit_left_today": "heute übrig: {left}",
         "limit_left_month": "diesen Monat übrig: {left}",
         "limit_tokens": "{count} Tokens",
+        "link_code": (
+            "Dein Verknüpfungscode: Schick mir /link {code} innerhalb von 10 Minuten aus einem "
+            "privaten Chat auf deiner anderen Plattform (er gilt einmal)."
+        ),
+        "link_done": (
+            "Verknüpft: {first} und {second} sind hier jetzt eine Person (eine Erinnerung, "
+            "ein Satz Limits); /unlink macht das rückgängig."
+        ),
+        "link_wrong": (
+            "Dieser Code ist falsch, benutzt oder abgelaufen; schick /link in einem privaten "
+            "Chat auf deiner anderen Plattform für einen neuen."
+        ),
+        "link_locked": "/link ist nach fünf falschen Codes für dich gesperrt, bis {until}.",
+        "link_private_only": ("Konten verknüpfe ich nur im privaten Chat: Schick mir /link dort."),
+        "link_identity": (
+            "Deine Konten sind in der Konfiguration des Admins verbunden (Identität {name}); "
+            "das kannst du mit /link oder /unlink nicht ändern."
+        ),
+        "link_own": (
+            "Das ist dein eigener Code: Schick ihn von deinem Konto auf der anderen Plattform."
+        ),
+        "unlink_done": (
+            "Getrennt: {user} ist wieder eigenständig und behält, was von dort geschrieben wurde."
+        ),
+        "unlink_none": "{user} ist mit keinem anderen Konto verknüpft.",
     },
 }
 

@@ -50,6 +50,7 @@ from chatbridge.core.app.wiring import (
     store_from_config,
 )
 from chatbridge.core.engine import Engine
+from chatbridge.core.links import People
 from chatbridge.core.store import Store, StoreError
 from chatbridge.platforms.console import ConsolePlatform
 
@@ -218,10 +219,14 @@ async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     access = access_from_config(config)
     store = await store_from_config(config)
     try:
+        # Any ID of a linked person acts on the person (every linked ID's ring).
+        people = People(access, store)
+        person = await people.of_id(args.user)
         if args.action == "forget":
-            print(visible(await _forget(store, args.user, sorted(access.ring_keys(args.user)))))
+            keys = {k for member in person.ring_keys for k in access.ring_keys(member)}
+            print(visible(await _forget(store, args.user, sorted(keys | {args.user}))))
         else:
-            entries = await store.ring(access.resolve(args.user), since=0.0)
+            entries = await people.ring(person, since=0.0)
             text = json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False)
             print(visible(text, json_style=True))
     finally:

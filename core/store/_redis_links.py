@@ -21,7 +21,7 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
-from chatbridge.core.links import LinkBook
+from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.store._redis_conn import BACKOFF, MAX_ATTEMPTS
 from chatbridge.core.store._redis_ledger import RedisLedger
 
@@ -60,7 +60,7 @@ class RedisLinks(RedisLedger):
         raise self._busy("link")
 
     async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
-        now = expires_at - 600.0  # codes live CODE_TTL; expired ones go with this write
+        now = expires_at - CODE_TTL  # codes all live CODE_TTL: older ones have expired
         await self._links_change(lambda b: b.offer(user, code_hash, expires_at, now))
 
     async def link_take(self, code_hash: str, *, now: float) -> str | None:

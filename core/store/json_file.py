@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
-from chatbridge.core.links import LinkBook
+from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
     Exchange,
@@ -324,7 +324,7 @@ class JsonStore:
         return result
 
     async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
-        now = time.time()
+        now = expires_at - CODE_TTL  # codes all live CODE_TTL: older ones have expired
         self._links_write(lambda b: b.offer(user, code_hash, expires_at, now))
 
     async def link_take(self, code_hash: str, *, now: float) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
     ChannelCursor,
     Exchange,
@@ -300,7 +301,7 @@ class SqliteStore:
 
     async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
         with self._txn() as db:
-            _sqlite_links.offer(db, user, code_hash, expires_at, time.time())
+            _sqlite_links.offer(db, user, code_hash, expires_at, expires_at - CODE_TTL)
 
     async def link_take(self, code_hash: str, *, now: float) -> str | None:
         with self._txn() as db:
