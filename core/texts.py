@@ -217,6 +217,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "Erase everything the bot remembers about you"),
     ("memory", "Show what the bot remembers from this chat"),
     ("status", "Model, session and usage"),
+    ("link", "Join your accounts on other platforms into one person"),
+    ("unlink", "Undo /link for this account"),
     ("help", "What this bot does"),
 )
 
