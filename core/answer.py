@@ -17,6 +17,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
+from chatbridge.core.ledger import Settlement
 from chatbridge.core.limits import Admitted, LimitGate, Meter
 from chatbridge.core.links import People, Person
 from chatbridge.core.memory import (
@@ -115,6 +116,11 @@ class Answerer:
             else:
                 answer = entry.answer  # recorded before a crash; finish delivering it
             await reply.finish(answer)
+            # Answered: the settlement rides in the exchange's commit (below).
+            settlement = None
+            if admitted is not None:
+                settlement = self._limits_settlement(admitted, meter, completed=completed)
+                admitted = None
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
             await self._tell_undelivered(outbox)
@@ -126,13 +132,15 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
-            if admitted is not None:
+            if admitted is not None:  # refused by the platform, failed or cancelled
                 await asyncio.shield(self._settle(admitted, meter, completed=completed))
         self._metrics.count_usage(entry.message.conversation.key, usage)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
-            self._remember(entry, session, content, answer, usage, now, fence=fence)
+            self._remember(
+                entry, session, content, answer, usage, now, fence=fence, settlement=settlement
+            )
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
@@ -161,11 +169,19 @@ class Answerer:
         await self._store.inbox_done(entry.key)
         return None
 
+    def _limits_settlement(
+        self, admitted: Admitted, meter: Meter, *, completed: bool
+    ) -> Settlement:
+        assert self._limits is not None
+        return self._limits.settlement(admitted, meter, completed=completed)
+
     async def _settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
-        """Settle the hold; a store failure leaves it to expire (`hold_ttl`)."""
+        """Settle the hold by itself; a store failure leaves it to expire (`hold_ttl`)."""
         assert self._limits is not None
         try:
-            await self._limits.settle(admitted, meter, completed=completed)
+            await self._store.ledger_settle(
+                self._limits.settlement(admitted, meter, completed=completed)
+            )
         except StoreError as exc:
             log.warning("usage not settled (the hold expires by itself): %s", exc)
 
@@ -262,6 +278,7 @@ class Answerer:
         now: float,
         *,
         fence: int = 0,
+        settlement: Settlement | None = None,
     ) -> bool:
         """Commit the exchange and mark the entry done; False if the store failed.
 
@@ -292,10 +309,14 @@ class Answerer:
             inbox_key=entry.key,
             fence=fence,
             fence_key=conversation.key,
+            settlement=settlement,
         )
         try:
             await self._store.commit_exchange(exchange)
         except LeaseLost:
+            if settlement is not None:  # the tokens were used all the same
+                with contextlib.suppress(StoreError):
+                    await self._store.ledger_settle(settlement)
             raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)

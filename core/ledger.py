@@ -109,6 +109,11 @@ class Settlement:
     nano_usd: int
     answered: bool = True
 
+    @property
+    def tally(self) -> Tally:
+        """What it adds to each account's day and month: one request."""
+        return Tally(self.tokens_in, self.tokens_out, 1, 0, self.nano_usd)
+
 
 @dataclass(frozen=True, slots=True)
 class Tally:
@@ -132,6 +137,10 @@ class Tally:
             self.refused + other.refused,
             self.nano_usd + other.nano_usd,
         )
+
+
+Counted = Mapping[str, tuple["Tally", "Tally"]]
+"""Settled use per account: (the hold's day, the hold's month)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,13 +221,18 @@ class LedgerBook:
     stamps: dict[str, dict[str, float]] = field(default_factory=dict)
     notices: dict[str, float] = field(default_factory=dict)
 
-    def reserve(self, hold: Hold) -> Verdict:
+    def reserve(self, hold: Hold, counted: Counted | None = None) -> Verdict:
+        """Decide and record `hold`. With `counted` (each account's settled day
+        and month, kept elsewhere: SQLite's file) the book holds only holds,
+        stamps and notices, and a refusal is for the caller to count."""
         for account in hold.accounts:
             self._prune(account.key, hold.now)
-        verdict = decide(hold, {a.key: self.snapshot(a.key, hold) for a in hold.accounts})
+        snaps = {a.key: self.snapshot(a.key, hold, counted) for a in hold.accounts}
+        verdict = decide(hold, snaps)
         keys = [a.key for a in hold.accounts]
         if not verdict.ok:
-            self._add(keys, hold.day, hold.month, Tally(refused=1))
+            if counted is None:
+                self._add(keys, hold.day, hold.month, Tally(refused=1))
             if verdict.notify and verdict.kind == "messages_per_minute":
                 self.notices[verdict.account] = hold.now
             return verdict
@@ -229,15 +243,20 @@ class LedgerBook:
         return verdict
 
     def settle(self, s: Settlement) -> None:
+        self.release(s)
+        self._add(s.accounts, s.day, s.month, s.tally)
+
+    def release(self, s: Settlement) -> None:
+        """Drop the hold (and, unanswered, its stamp) without counting anything."""
         for key in s.accounts:
             self.holds.get(key, {}).pop(s.id, None)
             if not s.answered:
                 self.stamps.get(key, {}).pop(s.id, None)
-        used = Tally(s.tokens_in, s.tokens_out, 1, 0, s.nano_usd)
-        self._add(s.accounts, s.day, s.month, used)
 
-    def snapshot(self, key: str, hold: Hold) -> Snapshot:
+    def snapshot(self, key: str, hold: Hold, counted: Counted | None = None) -> Snapshot:
         counters = self.counters.get(key, {})
+        if counted is not None:
+            counters = {hold.day: counted[key][0], hold.month: counted[key][1]}
         held_day, held_month = [0, 0], [0, 0]
         for row in self.holds.get(key, {}).values():
             if row.expires_at <= hold.now:
@@ -267,12 +286,20 @@ class LedgerBook:
         ]
 
     def _prune(self, key: str, now: float) -> None:
-        holds = self.holds.get(key, {})
-        for hid in [h for h, row in holds.items() if row.expires_at <= now]:
-            del holds[hid]
-        stamps = self.stamps.get(key, {})
-        for sid in [s for s, at in stamps.items() if at <= now - RATE_WINDOW]:
-            del stamps[sid]
+        holds = self.holds.get(key)
+        if holds:
+            for hid in [h for h, row in holds.items() if row.expires_at <= now]:
+                del holds[hid]
+        stamps = self.stamps.get(key)
+        if stamps:
+            # Stamps are added in time order (dicts keep it): drop from the front.
+            old = []
+            for sid, at in stamps.items():
+                if at > now - RATE_WINDOW:
+                    break
+                old.append(sid)
+            for sid in old:
+                del stamps[sid]
 
     def _add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
         for key in keys:

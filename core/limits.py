@@ -53,10 +53,15 @@ DEFAULT_HOLD_TTL = 300.0
 
 def prompt_tokens_bound(prompt: Prompt) -> int:
     """An upper bound on the prompt's tokens (see the module docstring)."""
-    size = len(prompt.system.encode("utf-8", "surrogatepass")) + 16
+    size = _bytes(prompt.system) + 16
     for turn in prompt.messages:
-        size += len(turn.content.encode("utf-8", "surrogatepass")) + 8
+        size += _bytes(turn.content) + 8
     return size
+
+
+def _bytes(text: str) -> int:
+    """UTF-8 length (ASCII, the common case, without encoding)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +102,12 @@ class LimitPolicy:
 
     def worst(self, prompt_tokens: int) -> tuple[int, int]:
         """Tokens and nano-dollars the request may cost at most, whichever provider answers."""
-        terms = list(self.terms.values()) or [ProviderTerms()]
+        terms = self.terms.values() or (ProviderTerms(),)
         tokens = prompt_tokens + max(t.max_tokens for t in terms)
-        nano = max(
-            (t.price.nano(prompt_tokens, t.max_tokens) for t in terms if t.price is not None),
-            default=0,
-        )
-        return tokens, nano
+        priced = [t for t in terms if t.price is not None]
+        if not priced:
+            return tokens, 0
+        return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in priced)  # type: ignore[union-attr]
 
     def cost(self, provider: str, usage: Usage) -> int:
         terms = self.terms.get(provider or self.first)
@@ -184,7 +188,8 @@ class LimitGate:
         verdict = await self._store.ledger_reserve(hold)
         return Admitted(hold, prompt_tokens) if verdict.ok else verdict
 
-    async def settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
+    def settlement(self, admitted: Admitted, meter: Meter, *, completed: bool) -> Settlement:
+        """What replaces the hold (see the module docstring for the rules)."""
         hold = admitted.hold
         if meter.reports:
             usage = meter.usage
@@ -195,17 +200,15 @@ class LimitGate:
             nano = hold.nano_usd
         else:
             tokens_in = tokens_out = nano = 0
-        await self._store.ledger_settle(
-            Settlement(
-                hold.id,
-                tuple(a.key for a in hold.accounts),
-                hold.day,
-                hold.month,
-                tokens_in,
-                tokens_out,
-                nano,
-                answered=completed,
-            )
+        return Settlement(
+            hold.id,
+            tuple(a.key for a in hold.accounts),
+            hold.day,
+            hold.month,
+            tokens_in,
+            tokens_out,
+            nano,
+            answered=completed,
         )
 
     async def remainder(self, accounts: tuple[Account, ...]) -> Remainder | None:

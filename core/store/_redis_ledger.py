@@ -19,6 +19,8 @@ type first and refuse (`StoreCorrupt`, nothing written) one that is foreign.
 
 from __future__ import annotations
 
+from redis.asyncio.client import Pipeline
+
 from chatbridge.core.ledger import (
     NANO,
     RATE_WINDOW,
@@ -212,7 +214,16 @@ class RedisLedger(RedisCursors):
         return Verdict(False, refusing, kind, notify == "1")
 
     async def ledger_settle(self, settlement: Settlement) -> None:
-        s = settlement
+        keys, args = self._settle_call(settlement)
+        await self._script(_SETTLE, keys, args)
+
+    def _queue_settle(self, tx: Pipeline, settlement: Settlement | None) -> None:
+        """Add settling to a commit's MULTI (as EVAL; the script checks its key types)."""
+        if settlement is not None:
+            keys, args = self._settle_call(settlement)
+            tx.eval(_SETTLE.text, len(keys), *keys, *args)
+
+    def _settle_call(self, s: Settlement) -> tuple[list[str], list[str]]:
         keys = [self._accounts_key()]
         for account in s.accounts:
             keys += self._ledger_keys(account, s.day, s.month)
@@ -228,7 +239,7 @@ class RedisLedger(RedisCursors):
             str(int(LEDGER_TTL * 1000)),
             *s.accounts,
         ]
-        await self._script(_SETTLE, keys, args)
+        return keys, args
 
     async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
         calls = []

@@ -76,7 +76,12 @@ class RedisLinks(RedisLedger):
         return await self._links_change(lambda b: b.split(user))
 
     async def link_group(self, user: str) -> tuple[str, ...]:
-        (person,) = await self._read([(self._link_keys()[0], "hgetall", ())])
+        """One HGET for an unlinked ID (every message asks); the hash only when linked."""
+        key = self._link_keys()[0]
+        (mine,) = await self._read([(key, "hget", (user,))])
+        if mine is None:
+            return ()
+        (person,) = await self._read([(key, "hgetall", ())])
         return LinkBook(person=dict(person)).group(user)
 
 

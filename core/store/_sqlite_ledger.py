@@ -1,51 +1,40 @@
-"""The limits ledger in SQLite (`core.ledger`): four small tables in the store file.
+"""The limits ledger with SQLite (`core.ledger`): counters in the file, holds in the process.
 
-`reserve` reads, decides and writes inside one `BEGIN IMMEDIATE` transaction,
-which holds SQLite's write lock, so two processes (or two messages) cannot
-both see room for one more request. Tables::
+One process serves a SQLite store (replicas need Redis), so the holds, the
+`messages_per_minute` stamps and the last rate notice live in that process's
+memory (`core.ledger.LedgerBook`), and `reserve` decides without awaiting
+anything between reading and recording: no two messages of the process can
+pass a limit together. A crash takes its holds with it, so nothing stays
+reserved after one. The counters are in the file::
 
     ledger(account, period, tokens_in, tokens_out, requests, refused, nano_usd)
         period is a day (YYYY-MM-DD) or a month (YYYY-MM) in bot.timezone
-    ledger_holds(account, id, day, month, tokens, nano_usd, expires_at)
-    ledger_stamps(account, id, at)      admitted requests, for messages_per_minute
-    ledger_notices(account, at)         the last messages_per_minute notice
 
-Holds and stamps past their time are deleted by the next reserve of the account.
+An answered message's settlement is written in its exchange's own
+transaction (`commit_exchange`); a failed or cancelled one, and a refusal,
+in one small transaction of its own. The store keeps the counters it read in
+memory and adds each committed change to them, so a limit check costs the
+answer path no read after an account's first, and two upserts inside a commit
+it makes anyway. (Only the serving process writes them; `chatbridge usage`
+reads the file.)
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
-from chatbridge.core.ledger import (
-    RATE_WINDOW,
-    Hold,
-    LedgerRow,
-    Settlement,
-    Snapshot,
-    Tally,
-    Verdict,
-    decide,
-)
+from chatbridge.core.ledger import Counted, Hold, LedgerRow, Tally
 
-__all__ = ["LEDGER_MARKER", "LEDGER_TABLES", "reserve", "rows", "settle", "snapshots"]
+__all__ = ["LEDGER_MARKER", "LEDGER_TABLES", "add", "counted", "rows"]
 
-LEDGER_MARKER = "ledger_notices"  # created last: its presence means all four exist
+LEDGER_MARKER = "ledger"
 LEDGER_TABLES = """
 CREATE TABLE IF NOT EXISTS ledger(
     account TEXT NOT NULL, period TEXT NOT NULL, tokens_in INTEGER NOT NULL DEFAULT 0,
     tokens_out INTEGER NOT NULL DEFAULT 0, requests INTEGER NOT NULL DEFAULT 0,
     refused INTEGER NOT NULL DEFAULT 0, nano_usd INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY(account, period)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ledger_holds(
-    account TEXT NOT NULL, id TEXT NOT NULL, day TEXT NOT NULL, month TEXT NOT NULL,
-    tokens INTEGER NOT NULL, nano_usd INTEGER NOT NULL, expires_at REAL NOT NULL,
-    PRIMARY KEY(account, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ledger_stamps(
-    account TEXT NOT NULL, id TEXT NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY(account, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ledger_notices(
-    account TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 """
 
 _ADD = """
@@ -58,85 +47,30 @@ ON CONFLICT(account, period) DO UPDATE SET
 _COUNTERS = """
 SELECT period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger
 WHERE account = ? AND period IN (?, ?)"""
-_HELD = """
-SELECT
-    coalesce(sum(CASE WHEN day = ?2 THEN tokens END), 0),
-    coalesce(sum(CASE WHEN day = ?2 THEN nano_usd END), 0),
-    coalesce(sum(CASE WHEN month = ?3 THEN tokens END), 0),
-    coalesce(sum(CASE WHEN month = ?3 THEN nano_usd END), 0)
-FROM ledger_holds WHERE account = ?1 AND expires_at > ?4"""
-_RECENT = "SELECT count(*) FROM ledger_stamps WHERE account = ? AND at > ?"
-_NOTICED = "SELECT at FROM ledger_notices WHERE account = ?"
 
 
-def snapshots(db: sqlite3.Connection, hold: Hold) -> dict[str, Snapshot]:
-    """Each account's `Snapshot` for `hold` (read inside the caller's transaction)."""
+def counted(db: sqlite3.Connection, hold: Hold) -> Counted:
+    """Each account's settled (day, month) for `hold`."""
     found = {}
     for account in hold.accounts:
-        key = account.key
         tallies = {
             row[0]: Tally(*row[1:])
-            for row in db.execute(_COUNTERS, (key, hold.day, hold.month)).fetchall()
+            for row in db.execute(_COUNTERS, (account.key, hold.day, hold.month))
         }
-        hd_t, hd_n, hm_t, hm_n = db.execute(_HELD, (key, hold.day, hold.month, hold.now)).fetchone()
-        (recent,) = db.execute(_RECENT, (key, hold.now - RATE_WINDOW)).fetchone()
-        noticed = db.execute(_NOTICED, (key,)).fetchone()
-        found[key] = Snapshot(
-            tallies.get(hold.day, Tally()),
-            tallies.get(hold.month, Tally()),
-            (hd_t, hd_n),
-            (hm_t, hm_n),
-            recent,
-            noticed[0] if noticed else None,
-        )
+        found[account.key] = (tallies.get(hold.day, Tally()), tallies.get(hold.month, Tally()))
     return found
 
 
-def reserve(db: sqlite3.Connection, hold: Hold) -> Verdict:
-    """Prune, decide and record `hold` (or the refusal); call inside BEGIN IMMEDIATE."""
-    for account in hold.accounts:
-        db.execute(
-            "DELETE FROM ledger_holds WHERE account = ? AND expires_at <= ?",
-            (account.key, hold.now),
-        )
-        db.execute(
-            "DELETE FROM ledger_stamps WHERE account = ? AND at <= ?",
-            (account.key, hold.now - RATE_WINDOW),
-        )
-    verdict = decide(hold, snapshots(db, hold))
-    keys = [a.key for a in hold.accounts]
-    if not verdict.ok:
-        for key in keys:
-            for period in (hold.day, hold.month):
-                db.execute(_ADD, (key, period, 0, 0, 0, 1, 0))
-        if verdict.notify and verdict.kind == "messages_per_minute":
-            db.execute(
-                "INSERT OR REPLACE INTO ledger_notices(account, at) VALUES (?, ?)",
-                (verdict.account, hold.now),
-            )
-        return verdict
+def add(db: sqlite3.Connection, keys: Iterable[str], day: str, month: str, t: Tally) -> None:
+    """Add `t` to each account's day and month (inside the caller's transaction)."""
     db.executemany(
-        "INSERT OR REPLACE INTO ledger_holds VALUES (?, ?, ?, ?, ?, ?, ?)",
+        _ADD,
         [
-            (key, hold.id, hold.day, hold.month, hold.tokens, hold.nano_usd, hold.expires_at)
+            (key, period, t.tokens_in, t.tokens_out, t.requests, t.refused, t.nano_usd)
             for key in keys
+            for period in (day, month)
         ],
     )
-    db.executemany(
-        "INSERT OR REPLACE INTO ledger_stamps VALUES (?, ?, ?)",
-        [(key, hold.id, hold.now) for key in keys],
-    )
-    return verdict
-
-
-def settle(db: sqlite3.Connection, s: Settlement) -> None:
-    """Replace the hold with what was used; call inside one transaction."""
-    for key in s.accounts:
-        db.execute("DELETE FROM ledger_holds WHERE account = ? AND id = ?", (key, s.id))
-        if not s.answered:
-            db.execute("DELETE FROM ledger_stamps WHERE account = ? AND id = ?", (key, s.id))
-        for period in (s.day, s.month):
-            db.execute(_ADD, (key, period, s.tokens_in, s.tokens_out, 1, 0, s.nano_usd))
 
 
 def rows(db: sqlite3.Connection, *, since_day: str) -> list[LedgerRow]:

@@ -170,6 +170,9 @@ class JsonStore:
         """
         user, key, day = exchange.ring_user, exchange.session.key, exchange.day
         state = self._live()
+        settled = exchange.settlement
+        if settled is not None:  # the tokens were used, whatever happens to the exchange
+            self._ledger_write(lambda book: book.settle(settled))
         undo_done = _mark_done(state, exchange.inbox_key)
         if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
             if undo_done is not None:

@@ -230,6 +230,7 @@ class RedisStore(RedisLinks):
         def queue(tx: Pipeline) -> None:
             tx.get(tomb)  # first: did a forget land after the check below?
             self._queue_inbox_done(tx, exchange.inbox_key)
+            self._queue_settle(tx, exchange.settlement)
             tx.hset(hkey, mapping=_session_fields(session))
             if added:
                 tx.rpush(tkey, *added)
@@ -257,6 +258,8 @@ class RedisStore(RedisLinks):
             if forgotten_since(at, session.started_at):
                 if exchange.inbox_key:  # answered all the same: no redelivery
                     await self.inbox_done(exchange.inbox_key)
+                if exchange.settlement is not None:  # and the tokens were used
+                    await self.ledger_settle(exchange.settlement)
                 return  # a reply in flight during forget(); see base.Store.forget
             async with client.pipeline(transaction=True) as tx:
                 if exchange.fence > 0:

@@ -4,10 +4,11 @@ expire, count refusals and rate notices, and survive a reopen."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.ledger import Account, Hold, Limits, Settlement, Tally
-from tests.core.store.helpers import AnyStore, opened
+from tests.core.store.helpers import AnyStore, exchange, opened
 
 DAY, MONTH = "2026-12-02", "2026-12"
 NOW = 1_800_000_000.0
@@ -96,3 +97,23 @@ async def test_the_ledger_survives_a_reopen(backend: str, path: Path, store: Any
         assert (row.tally.tokens, row.tally.refused) == (100, 1)
     finally:
         await again.aclose()
+
+
+async def test_an_answer_settles_in_its_exchange_commit(store: AnyStore) -> None:
+    limits = Limits(tokens_per_day=150)
+    assert (await store.ledger_reserve(_hold("a", 100, limits))).ok
+    assert not (await store.ledger_reserve(_hold("b", 100, limits))).ok  # "a" holds 100
+    answered = replace(exchange("Hallo"), settlement=_settle("a", 20, 10))
+    await store.commit_exchange(answered)
+    assert (await store.ledger_reserve(_hold("c", 100, limits))).ok  # 30 used + 100 held
+    rows = await store.ledger_rows(since_day=DAY)
+    assert [(r.tally.tokens, r.tally.requests, r.tally.refused) for r in rows] == [(30, 1, 1)]
+
+
+async def test_a_forgotten_users_answer_is_still_counted(store: AnyStore) -> None:
+    await store.forget("telegram:1")
+    late = replace(exchange("Hallo", started=0.0), settlement=_settle("a", 20, 10))
+    await store.commit_exchange(late)
+    assert await store.ring("telegram:1", since=0) == []
+    (row,) = await store.ledger_rows(since_day=DAY)
+    assert row.tally.tokens == 30
