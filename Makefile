@@ -25,7 +25,6 @@ chat: setup
 test: setup
 	$(VENV)/bin/python -m pytest $(ARGS)
 
+# The same checks as CI (scripts/lint): ruff check, ruff format --check, mypy --strict.
 lint: setup
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	PATH="$(abspath $(VENV))/bin:$$PATH" scripts/typecheck
+	PATH="$(abspath $(VENV))/bin:$$PATH" scripts/lint

@@ -47,19 +47,19 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._aliases = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 mark = self.peek_event().start_mark
                 raise ComposerError(None, None, f"more than {MAX_ALIASES} aliases", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
                 raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 

@@ -1,16 +1,17 @@
-"""Per-conversation ordering and redelivery suppression.
+"""Per-conversation ordering, and cancel notices across replicas.
 
 Two messages of one conversation never run at once (the second waits for the
 first's reply), while different conversations run concurrently. Within one
 process `KeyedLocks` does it; several replicas sharing Redis take a lease
 there as well (`core.store._redis_lease.RedisLeases`), both behind
-`ConversationLeases`.
+`ConversationLeases`. A platform's redelivery of an event is refused by
+the inbox (`Inbox.inbox_add`, up to `DEDUPE_WINDOW` after it was answered),
+not here.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ __all__ = [
     "KeyedLocks",
     "Lease",
     "LocalNotices",
-    "RecentEvents",
 ]
 
 
@@ -78,27 +78,6 @@ class KeyedLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
-
-
-class RecentEvents:
-    """Remembers event IDs for `ttl` seconds (bounded) to drop redeliveries."""
-
-    def __init__(self, *, ttl: float = 600.0, max_size: int = 50_000) -> None:
-        self._seen: OrderedDict[str, float] = OrderedDict()
-        self._ttl = ttl
-        self._max_size = max_size
-
-    def first_time(self, event_id: str, now: float) -> bool:
-        """True the first time `event_id` is seen within the window."""
-        while self._seen:
-            oldest_id, seen_at = next(iter(self._seen.items()))
-            if seen_at > now - self._ttl and len(self._seen) < self._max_size:
-                break
-            del self._seen[oldest_id]
-        if event_id in self._seen:
-            return False
-        self._seen[event_id] = now
-        return True
 
 
 class CancelNotices(Protocol):

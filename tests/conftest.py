@@ -1,17 +1,20 @@
 """Suite-wide guards: no test, and no Python process a test starts, may reach
-anything but this machine (`tests/support/network_guard.py`)."""
+anything but this machine (`tests/support/network_guard.py`); and the
+`testbot` factory, which closes what it opened."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.network_guard import child_pythonpath, guarded, guarded_getaddrinfo
 from tests.support.paths import REPO
+from tests.support.testbot import TestBots
 
 # Every Python child inherits this (also those started without
 # tests.support.cli.clean_env), so its sitecustomize installs the same guard.
@@ -39,3 +42,13 @@ def _root_logger_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+async def testbot(tmp_path: Path) -> AsyncIterator[TestBots]:
+    """`bot = await testbot(provider=…, settings=…)`: a `TestBot` on a real
+    SQLite store in `tmp_path`, closed after the test however it ended
+    (see `tests.support.testbot.TestBots`)."""
+    bots = TestBots(tmp_path)
+    yield bots
+    await bots.aclose()

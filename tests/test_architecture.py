@@ -1,9 +1,15 @@
-"""Dependencies point inward (DESIGN.md), checked on the real import graph.
+"""Dependencies point inward (README, "Layout"), checked on the real import graph:
+
+* core imports no platform, provider or config module, except its one
+  composition root, `chatbridge.core.app`, which wires them together;
+* platforms and providers import core's contracts (`chatbridge.core.ports`
+  and the rest of core), never each other and never the composition root;
+* core has no import cycles.
 
 The graph is read from the source with `ast` (every `import` and `from …
 import`, relative ones resolved, imports inside functions included), because
 the installed package maps `chatbridge.core` etc. to top-level folders, which
-file-tree based tools such as import-linter cannot follow.
+file-tree based tools such as grimp and import-linter cannot follow.
 """
 
 from __future__ import annotations

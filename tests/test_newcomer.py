@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO
+from tests.support.paths import REPO
 
 QUESTION = "Wo bleibt das Chemitek-Paket?"
 

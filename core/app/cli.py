@@ -40,7 +40,7 @@ from chatbridge.config import (
     summarize,
 )
 from chatbridge.core.app.logs import SecretRedactor, setup_logging
-from chatbridge.core.app.preflight import unwritable_store
+from chatbridge.core.app.preflight import missing_sdk, unwritable_store
 from chatbridge.core.app.usage import USAGE_SECTIONS, render, usage_lines
 from chatbridge.core.app.wiring import (
     access_from_config,
@@ -314,6 +314,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     user = getattr(args, "user", None)
     if user is not None and (bad := _bad_user(user, config, console=args.command == "chat")):
         return _fail(visible(bad), EXIT_CONFIG, redactor)
+    if args.command in ("chat", "memory", "usage") and (
+        sdk := missing_sdk(config, platforms=False)
+    ):
+        return _fail(visible(sdk), EXIT_CONFIG, redactor)
     try:
         if args.command == "chat":
             if unwritable := unwritable_store(config.memory):

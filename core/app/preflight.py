@@ -9,6 +9,7 @@ every few seconds).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,7 +17,13 @@ from pathlib import Path
 from chatbridge.config import ChatbridgeConfig, MemoryConfig
 from chatbridge.core.app.wiring import AUTO_KEYS, auto_key
 
-__all__ = ["NO_PLATFORM", "no_real_provider", "refuse_to_serve", "unwritable_store"]
+__all__ = [
+    "NO_PLATFORM",
+    "missing_sdk",
+    "no_real_provider",
+    "refuse_to_serve",
+    "unwritable_store",
+]
 
 NO_PLATFORM = (
     "no platform is enabled; set platforms.telegram.enabled: true "
@@ -24,12 +31,50 @@ NO_PLATFORM = (
 )
 _SYSTEMD_PATH = "/var/lib/chatbridge/chatbridge.db"
 
+# The optional parts (pyproject's extras): the modules each imports, with the
+# distribution that provides them, and the extra that installs them.
+_EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
+    "telegram": (
+        ("telegram", "python-telegram-bot"),
+        ("telegramify_markdown", "telegramify-markdown"),
+    ),
+    "discord": (("discord", "discord.py"), ("yarl", "yarl")),
+    "slack": (
+        ("slack_bolt", "slack-bolt"),
+        ("slack_sdk", "slack-sdk"),
+        ("markdown_to_mrkdwn", "markdown-to-mrkdwn"),
+    ),
+    "redis": (("redis", "redis"),),
+}
+
 
 def refuse_to_serve(config: ChatbridgeConfig, environ: Mapping[str, str]) -> str | None:
-    """`run`: a platform, a real provider and a writable store, in that order."""
+    """`run`: a platform, the SDKs it needs, a real provider and a writable
+    store, in that order."""
     if not config.platforms.enabled:
         return NO_PLATFORM
-    return no_real_provider(config, environ) or unwritable_store(config.memory)
+    return (
+        missing_sdk(config, platforms=True)
+        or no_real_provider(config, environ)
+        or unwritable_store(config.memory)
+    )
+
+
+def missing_sdk(config: ChatbridgeConfig, *, platforms: bool) -> str | None:
+    """An enabled platform (with `platforms`) or the Redis store whose SDK is
+    not installed: `pip install chatbridge` leaves them to extras, so a
+    Telegram-only bot carries no discord.py. Asked without importing them."""
+    enabled = config.platforms.enabled if platforms else ()
+    needed = [(f"{name} is enabled", name) for name in enabled]
+    if config.memory.backend == "redis":
+        needed.append(("memory.backend is redis", "redis"))
+    for what, extra in needed:
+        for module, distribution in _EXTRAS[extra]:
+            if importlib.util.find_spec(module) is None:
+                return (
+                    f"{what} but {distribution} is not installed: pip install 'chatbridge[{extra}]'"
+                )
+    return None
 
 
 def no_real_provider(config: ChatbridgeConfig, environ: Mapping[str, str]) -> str | None:

@@ -130,7 +130,7 @@ class RedisInbox(RedisConnection):
             "0" if entry.answer is None else "1",
             str(self._ttl_ms),
         ]
-        return await self._script(_ADD, keys, args) == 1
+        return bool(await self._script(_ADD, keys, args) == 1)
 
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None

@@ -32,12 +32,10 @@ schema version, and keep the store id and epoch the file itself holds
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import struct
 from pathlib import Path
-from typing import Any
 
 from chatbridge.core.store._codec import corrupt, unreadable
 from chatbridge.core.store._sqlite_wal import stale_problem
@@ -231,33 +229,6 @@ def _damaged_column(db: sqlite3.Connection, names: set[str]) -> str | None:
             if bad:
                 return f"{table}.{col} holds {kind} in {bad} row(s)"
     return None
-
-
-_PYTHON = {"text": str, "real": float, "integer": int, "null": type(None)}
-
-
-@functools.cache
-def _allowed(table: str, columns: str) -> tuple[tuple[str, ...], tuple[frozenset[type], ...]]:
-    names = tuple(columns.split())
-    return names, tuple(frozenset(_PYTHON[k] for k in COLUMNS[table][c]) for c in names)
-
-
-def typed(
-    path: Path, table: str, columns: str, rows: list[tuple[Any, ...]]
-) -> list[tuple[Any, ...]]:
-    """`rows` (of `columns`, space-separated, in `table`) unchanged if every
-    value has its column's type; else `StoreCorrupt` naming table and column.
-
-    For the read paths: a row damaged after `check_existing` vetted the file
-    must not reach a caller that would format or log it. A few µs per ring.
-    """
-    if rows:
-        for col, allowed, values in zip(
-            *_allowed(table, columns), zip(*rows, strict=True), strict=True
-        ):
-            if not allowed.issuperset(map(type, values)):
-                raise damaged_row(path, f"{table}.{col} holds a wrong type")
-    return rows
 
 
 def damaged_row(path: Path, what: str) -> StoreCorrupt:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.links import CODE_TTL, LinkBook
@@ -49,6 +49,8 @@ from chatbridge.core.store._json_ledger import (
     read_links,
 )
 from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
+
+T = TypeVar("T")
 
 
 class JsonStore:
@@ -318,7 +320,7 @@ class JsonStore:
         self._live()
         return self._book.rows(since_day=since_day)
 
-    def _ledger_write(self, change: Callable[[LedgerBook], Any]) -> Any:
+    def _ledger_write(self, change: Callable[[LedgerBook], T]) -> T:
         """Apply `change` to a copy of the book; keep it only once it is on disk."""
         book = copy.deepcopy(self._book)
         result = change(book)
@@ -346,7 +348,7 @@ class JsonStore:
         self._live()
         return self._links.group(user)
 
-    def _links_write(self, change: Callable[[LinkBook], Any]) -> Any:
+    def _links_write(self, change: Callable[[LinkBook], T]) -> T:
         self._live()
         links = copy.deepcopy(self._links)
         result = change(links)

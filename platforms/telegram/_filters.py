@@ -35,16 +35,12 @@ class BotIdentity:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """An update the engine should see, plus where its reply goes.
-
-    `reply_to` is the triggering message in groups (so the answer quotes the
-    question among other chatter) and `None` in private chats.
+    """An update the engine should see. Where its reply goes travels in
+    `message.reply_address` (`encode_address`): in groups the answer quotes
+    the triggering message among other chatter; in private chats it does not.
     """
 
     message: IncomingMessage
-    chat_id: int
-    thread_id: int | None
-    reply_to: int | None
 
 
 def accept(update: Update, me: BotIdentity) -> Accepted | None:
@@ -89,9 +85,6 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             event_id=str(update.update_id),
             reply_address=encode_address(msg.chat.id, thread, reply_to),
         ),
-        chat_id=msg.chat.id,
-        thread_id=thread,
-        reply_to=reply_to,
     )
 
 

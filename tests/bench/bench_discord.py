@@ -75,9 +75,11 @@ async def run(users: int, per_user: int) -> dict[str, float]:
                     start = time.perf_counter()
                     await fake.send_dm(f"Frage {n}", author=uid)
                     want = seen + n + 1
-                    await fake.wait_for(
-                        lambda dm=dm, want=want: fake.bot_texts(dm).count(REPLY) >= want, within=30
-                    )
+
+                    def answered(dm: int = dm, want: int = want) -> bool:
+                        return fake.bot_texts(dm).count(REPLY) >= want
+
+                    await fake.wait_for(answered, within=30)
                     if record:
                         latencies.append(time.perf_counter() - start)
 

@@ -122,7 +122,8 @@ def main() -> None:
         f"# limits cost — {platform.processor() or platform.machine()}, "
         f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}"
     )
-    alone, limited = [], []
+    alone: list[float] = []
+    limited: list[float] = []
     for _ in range(ROUNDS):
         for flag, sink in ((False, alone), (True, limited)):
             with tempfile.TemporaryDirectory() as tmp:

@@ -154,7 +154,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-async def run_replicas(count: int, users: int, messages: int) -> dict[str, float]:
+async def run_replicas(count: int, users: int, messages: int) -> dict[str, float | str]:
     flushdb()
     telegram = WatchedTelegram()
     async with telegram, FakeOpenAI() as openai:
@@ -288,7 +288,7 @@ def populate_redis(users: int, prefix: str) -> None:
             pipe.execute()
 
 
-async def measure_redis(users: int, samples: int, warmup: int = 200) -> dict[str, float]:
+async def measure_redis(users: int, samples: int, warmup: int = 200) -> dict[str, float | str]:
     """`bench_store.measure`'s loop over a RedisStore."""
     flushdb()
     prefix = "bench:"
@@ -345,6 +345,7 @@ async def store_table(quick: bool) -> None:
     samples = 200 if quick else 2000
     for users in bench_store.USER_COUNTS:
         for backend in ("sqlite", "redis"):
+            r: dict[str, Any]
             if backend == "sqlite":
                 r = await bench_store.measure("sqlite", users, samples)
             else:

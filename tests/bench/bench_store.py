@@ -320,8 +320,7 @@ async def measure_inbox(backend: str, samples: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
         store = await open_inbox_store(backend, Path(tmp), users)
         try:
-            sqlite = isinstance(store, SqliteStore)
-            counter = count_writes(store) if sqlite else count_round_trips()
+            counter = count_writes(store) if isinstance(store, SqliteStore) else count_round_trips()
             writes = {True: 0, False: 0}
             warmup = 200
             for n in range(2 * (warmup + samples)):

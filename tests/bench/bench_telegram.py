@@ -346,7 +346,7 @@ async def run(scale: float, ttft: float, same_loop: bool, repeats: int) -> list[
     """Per load, limiter on and off back to back, the order alternating
     (on, off, off, on, ...) so both meet the same machine; `repeats` pairs."""
     outside = Outside(same_loop=same_loop)
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         for concurrency, planned in PLAN:
             chats = max(concurrency, round(planned * scale))

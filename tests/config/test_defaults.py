@@ -80,7 +80,7 @@ def test_defaults_equal_model_construction() -> None:
 def test_models_are_frozen() -> None:
     cfg = load_config(None, {})
     with pytest.raises(ValidationError, match="frozen"):
-        cfg.server.port = 1  # type: ignore[misc]
+        cfg.server.port = 1
 
 
 def test_debug_provider_defaults(tmp_path: Path) -> None:

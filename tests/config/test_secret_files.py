@@ -39,7 +39,7 @@ def test_a_token_file_is_read_and_its_trailing_newline_dropped(tmp_path: Path) -
 def test_every_secret_field_takes_a_file(tmp_path: Path, section: str, field: str) -> None:
     secret = _secret(tmp_path, content="s3cr3t\r\n")
     cfg = load_ok(tmp_path, f"{section}    {field}_file: {secret}\n")
-    node = cfg.providers.entries["main"] if "providers" in section else None
+    node: object = cfg.providers.entries["main"] if "providers" in section else None
     if node is None:
         node = cfg.platforms.slack if "slack" in section else cfg.platforms.discord
     assert getattr(node, field).get_secret_value() == "s3cr3t"

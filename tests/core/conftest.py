@@ -1,15 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from tests.support.testbot import TestBot, make_testbot
+from tests.support.testbot import TestBot, TestBots
 
 
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[TestBot]:
-    testbot = await make_testbot(tmp_path)
-    yield testbot
-    await testbot.engine.store.aclose()
+async def bot(testbot: TestBots) -> TestBot:
+    """The default test bot, closed after the test by the `testbot` factory."""
+    return await testbot()

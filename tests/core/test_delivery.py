@@ -155,7 +155,7 @@ async def test_a_slow_platform_does_not_hold_up_the_stream() -> None:
     release = asyncio.Event()
 
     class SlowOutbox(RecordingOutbox):
-        async def send(self, text: str):  # type: ignore[no-untyped-def]
+        async def send(self, text: str):
             await release.wait()  # a rate limiter holding the call
             return await super().send(text)
 
@@ -226,7 +226,7 @@ async def test_a_pause_in_the_stream_still_shows_the_latest_text() -> None:
     release = asyncio.Event()
 
     class SlowOutbox(RecordingOutbox):
-        async def send(self, text: str):  # type: ignore[no-untyped-def]
+        async def send(self, text: str):
             await release.wait()
             return await super().send(text)
 

@@ -25,7 +25,7 @@ class ConcurrencyProbe(ScriptedProvider):
         self.running = 0
         self.peak = 0
 
-    async def stream(self, prompt):  # type: ignore[no-untyped-def, override]
+    async def stream(self, prompt):
         self.running += 1
         self.peak = max(self.peak, self.running)
         try:
@@ -72,7 +72,7 @@ async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
         )
 
     chain = FallbackProvider([down("main"), down("backup")])
-    bot = await make_testbot(tmp_path, provider=chain)  # type: ignore[arg-type]
+    bot = await make_testbot(tmp_path, provider=chain)
     reply = await bot.say("Check wo das Chemitek-Paket bleibt")
     assert "main, backup" in reply
     assert "noch einmal" in reply

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from chatbridge.core.engine import EngineSettings
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 HOUR = 3600.0
 
@@ -37,8 +36,8 @@ async def test_entries_just_inside_max_age_are_injected(bot: TestBot) -> None:
     assert "User: Chemitek-Paket" in bot.last_prompt_text
 
 
-async def test_only_the_last_inject_entries_are_injected(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path, provider=ScriptedProvider("notiert"))
+async def test_only_the_last_inject_entries_are_injected(testbot: TestBots) -> None:
+    bot = await testbot(provider=ScriptedProvider("notiert"))
     for i in range(8):
         await bot.say(f"Thema {i}")
         bot.clock.advance(31 * 60)
@@ -46,13 +45,12 @@ async def test_only_the_last_inject_entries_are_injected(tmp_path: Path) -> None
     assert text.count("\nUser: ") == 5
     assert "User: Thema 2\n" in text
     assert "User: Thema 1\n" not in text
-    await bot.engine.store.aclose()
 
 
-async def test_entry_cuts_user_message_and_summary(tmp_path: Path) -> None:
+async def test_entry_cuts_user_message_and_summary(testbot: TestBots) -> None:
     long_line = "Die Sendung 1Z999AA10123456784 ist unterwegs " * 20
     provider = ScriptedProvider(lambda prompt: [long_line, "\nzweite Zeile"])
-    bot = await make_testbot(tmp_path, provider=provider)
+    bot = await testbot(provider=provider)
     await bot.say("frage " * 200)
     (entry,) = await _ring(bot)
     assert len(entry.user_message) <= 500
@@ -60,17 +58,15 @@ async def test_entry_cuts_user_message_and_summary(tmp_path: Path) -> None:
     assert 0 < len(entry.assistant_summary) <= 300
     assert entry.assistant_summary.startswith("Die Sendung 1Z999AA10123456784")
     assert entry.scope == "private"
-    await bot.engine.store.aclose()
 
 
-async def test_summary_and_user_limits_follow_settings(tmp_path: Path) -> None:
+async def test_summary_and_user_limits_follow_settings(testbot: TestBots) -> None:
     settings = replace(EngineSettings(), user_chars=20, summary_chars=30)
-    bot = await make_testbot(tmp_path, settings=settings)
+    bot = await testbot(settings=settings)
     await bot.say("eine ziemlich lange Nachricht an den Bot")
     (entry,) = await _ring(bot)
     assert len(entry.user_message) <= 20
     assert len(entry.assistant_summary) <= 30
-    await bot.engine.store.aclose()
 
 
 async def test_usage_is_counted_per_user_and_day(bot: TestBot) -> None:

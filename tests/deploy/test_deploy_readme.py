@@ -7,7 +7,7 @@ daemon: `systemctl`, `journalctl` and `docker` lines are recorded or skipped
 `systemd-analyze` and a YAML parse); everything else runs for real:
 
 * the compose block in a copy of the repository, up to its `config check`;
-* the systemd block whole (virtualenv, `pip install .`, every `install`, the
+* the systemd block whole (virtualenv, `pip install '.[all]'`, every `install`, the
   `config check` as the unit will see the config), as root in a private mount
   namespace whose `/etc` and `/opt` are overlays on throw-away folders, so
   nothing of this machine changes. The edit step (`sudoedit`, `$EDITOR`) is a
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import REPO
+from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy"
 README = DEPLOY / "README.md"

@@ -31,7 +31,7 @@ NO_LIMIT = 1_073_741_823  # SQLite's largest max_page_count
 
 def _connection(bot: TestBot) -> sqlite3.Connection:
     """The store's own connection: max_page_count is per connection."""
-    return bot.engine.store._conn()  # type: ignore[attr-defined,no-any-return]
+    return bot.sqlite._conn()
 
 
 def _fill(bot: TestBot) -> None:

@@ -64,7 +64,7 @@ platforms:
         setup_logging(level=logging.DEBUG, secrets=secrets_of(config, environ))
         for name in THIRD_PARTY:
             logging.getLogger(name).setLevel(logging.DEBUG)
-        bot = await make_testbot(tmp_path, provider=build_chain(config.providers))  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=build_chain(config.providers))
         platform = TelegramPlatform(
             config=config.platforms.telegram, handler=bot.engine, commands=bot.engine.commands
         )

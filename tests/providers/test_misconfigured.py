@@ -345,7 +345,7 @@ def _misconfigured(name: str) -> ProviderMisconfigured:
 async def test_all_failed_is_config_only_if_every_provider_was(
     errors: list[ProviderError], cls: type[ProviderError], provider: str
 ) -> None:
-    chain = FallbackProvider([Failing(error) for error in errors])  # type: ignore[arg-type]
+    chain = FallbackProvider([Failing(error) for error in errors])
     error = (await collect(chain)).error
     assert type(error) is cls
     assert error.provider == provider

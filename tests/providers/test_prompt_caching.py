@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -26,13 +27,13 @@ def _session(exchanges: int) -> Prompt:
     return Prompt(SYSTEM, (*turns, Turn("user", "Und jetzt?")), cache_key="cb-test")
 
 
-def _marked(body: dict[str, object]) -> list[str]:
+def _marked(body: dict[str, Any]) -> list[str]:
     """Where the request's cache breakpoints are: "system" or "messages[i]"."""
-    found = []
+    found: list[str] = []
     system = body.get("system")
     if isinstance(system, list):
         found += ["system" for block in system if "cache_control" in block]
-    for index, message in enumerate(body["messages"]):  # type: ignore[arg-type]
+    for index, message in enumerate(body["messages"]):
         content = message["content"]
         if isinstance(content, list):
             found += [f"messages[{index}]" for block in content if "cache_control" in block]

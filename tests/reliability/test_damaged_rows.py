@@ -138,15 +138,21 @@ def _json_damage(path: Path, what: str, row: int) -> None:
 
 
 def _redis_damage(prefix: str, what: str, row: int) -> None:
+    # LSET through execute_command: redis-py types lset's value as str, and
+    # these rows are bytes that are not UTF-8 on purpose.
     client = redis.Redis.from_url(redis_url())
     try:
         item = b'{"role": "user", "content": "' + BAD + b'"}'
         if what == "turn-not-utf8":
-            client.lset(f"{prefix}turns:{KEY}", row % 2, item)
+            client.execute_command("LSET", f"{prefix}turns:{KEY}", row % 2, item)
         elif what == "ring-not-utf8":
-            client.lset(f"{prefix}ring:{USER}", row, b'{"user_message": "' + BAD + b'"}')
+            client.execute_command(
+                "LSET", f"{prefix}ring:{USER}", row, b'{"user_message": "' + BAD + b'"}'
+            )
         elif what == "ring-json":
-            client.lset(f"{prefix}ring:{USER}", row, f'{{"text": "{SECRET}'.encode())
+            client.execute_command(
+                "LSET", f"{prefix}ring:{USER}", row, f'{{"text": "{SECRET}'.encode()
+            )
         elif what == "session-not-utf8":
             client.hset(f"{prefix}session:{KEY}", "user", BAD)
         elif what == "inbox-not-utf8":
@@ -344,7 +350,9 @@ def _redis_damage_live(path: Path, key: str, what: str) -> None:
     prefix = redis_prefix(path)
     try:
         if what == "turn-not-utf8":
-            client.lset(f"{prefix}turns:{key}", 0, b'{"role": "user", "content": "' + BAD + b'"}')
+            client.execute_command(
+                "LSET", f"{prefix}turns:{key}", 0, b'{"role": "user", "content": "' + BAD + b'"}'
+            )
         else:
             client.hset(f"{prefix}session:{key}", "user", BAD)
     finally:
@@ -358,7 +366,7 @@ async def test_a_full_database_says_so_without_the_text_being_written(tmp_path: 
     try:
         assert "echo" in await bot.say("erst")
         # max_page_count is per connection: the store's own (the test's way to fill it).
-        db = bot.engine.store._conn()  # type: ignore[attr-defined]
+        db = bot.sqlite._conn()
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         db.execute(f"PRAGMA max_page_count = {pages}")
         with captured() as logs:

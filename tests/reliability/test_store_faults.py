@@ -274,6 +274,7 @@ async def test_an_older_wal_swapped_in_after_a_checkpoint_and_a_kill_is_refused(
     monkeypatch.setattr(_sqlite_wal, "CHECKPOINT_EVERY", 50)
     path = store_path("sqlite", tmp_path)
     store = await opened("sqlite", path, max_entries=1000)
+    assert isinstance(store, SqliteStore)
     if generation == "later":
         await store.commit_exchange(exchange("first", user="u9", key="first"))
         await checkpoint(store)  # the WAL restarts at the next write
@@ -425,7 +426,8 @@ async def test_full_disk_leaves_no_temp_files_and_loses_nothing_committed(
     backend: str, small_disk: Path
 ) -> None:
     path = store_path(backend, small_disk)
-    store: JsonStore | SqliteStore = await opened(backend, path, max_entries=1000)
+    store = await opened(backend, path, max_entries=1000)
+    assert isinstance(store, JsonStore | SqliteStore)
     committed, failure = 0, None
     for i in range(10_000):
         try:

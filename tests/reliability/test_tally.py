@@ -10,7 +10,7 @@ the total.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -40,7 +40,12 @@ STORE = "tests/reliability/test_store_faults.py"
 SECRETS = "tests/reliability/test_config_secrets_never_echoed.py"
 
 
-def _outcome(file: str, outcome: str, exc: BaseException | None = None, **extra: Any) -> None:
+def _outcome(
+    file: str,
+    outcome: Literal["passed", "failed", "skipped"],
+    exc: BaseException | None = None,
+    **extra: Any,
+) -> None:
     item = _Item(f"{file}::test_x", "test_x")
     report = pytest.TestReport(
         item.nodeid,
@@ -49,7 +54,7 @@ def _outcome(file: str, outcome: str, exc: BaseException | None = None, **extra:
         outcome,
         None,
         "call",
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
     tally_outcomes(item, report, None if exc is None else _Excinfo(exc))  # type: ignore[arg-type]
 

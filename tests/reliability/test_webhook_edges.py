@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from chatbridge.config import SlackConfig, TelegramConfig
 from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import Platform
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.platforms.telegram import SECRET_HEADER, TelegramPlatform
 from tests.support import tally
@@ -91,7 +92,7 @@ class _Servers:
             "mode": "webhook", "webhook_url": "http://127.0.0.1:1/telegram/webhook",
             "webhook_secret": TG_SECRET,
         })  # fmt: skip
-        platforms = [
+        platforms: list[Platform] = [
             SlackPlatform(config=slack_config, handler=_AcceptAll(), server=app),
             TelegramPlatform(config=tg_config, handler=_AcceptAll(), server=app),
         ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -78,6 +78,18 @@ limits:
 """
 
 
+def _answered(
+    telegram: FakeTelegram, groups: list[int], wave: int, openai: FakeOpenAI | None = None
+) -> Callable[[], bool]:
+    """True once every group has an answer for `wave` (and, with `openai`, no stream is open)."""
+
+    def done() -> bool:
+        answered = all(len(telegram.bot_texts(g)) > wave for g in groups)
+        return answered and (openai is None or openai.open_streams == 0)
+
+    return done
+
+
 async def test_two_replicas_never_pass_one_limit_together(tmp_path: Path, redis_db: None) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(*[Reply(usage=USED, first_chunk_delay=0.5)] * len(GROUPS) * 2)
@@ -102,16 +114,8 @@ async def test_two_replicas_never_pass_one_limit_together(tmp_path: Path, redis_
                     url = f"http://127.0.0.1:{replicas[i % 2].port}/telegram/webhook"
                     assert await telegram.post_webhook(url, update, secret=SECRET) == 200
                     if wave:
-                        await telegram.wait_for(
-                            lambda g=group, w=wave: len(telegram.bot_texts(g)) > w, within=30
-                        )
-                await telegram.wait_for(
-                    lambda w=wave: (
-                        all(len(telegram.bot_texts(g)) > w for g in GROUPS)
-                        and openai.open_streams == 0
-                    ),
-                    within=40,
-                )
+                        await telegram.wait_for(_answered(telegram, [group], wave), within=30)
+                await telegram.wait_for(_answered(telegram, GROUPS, wave, openai), within=40)
             usage = await run_cli("usage", "--format", "json", cwd=tmp_path / "replica0", env={})
         finally:
             codes = []

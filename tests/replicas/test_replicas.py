@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -86,7 +86,7 @@ class Replica:
 
 
 @pytest.fixture
-def prefix() -> AsyncIterator[str]:
+def prefix() -> Iterator[str]:
     reason = redis_unavailable()
     if reason:
         pytest.skip(reason)
@@ -163,7 +163,7 @@ def _answered(
     return check
 
 
-async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> None:
     provider, chats = TrackingProvider(), Chats()
     replicas = [await make(provider, chats) for _ in range(3)]
     texts = [f"c1m{i}" for i in range(9)]
@@ -177,7 +177,7 @@ async def test_one_conversation_round_robin_is_answered_in_order_once(make) -> N
     assert [e.user_message for e in ring] == texts
 
 
-async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:
     provider, chats = TrackingProvider(), Chats()
     a, b = await make(provider, chats), await make(provider, chats)
     message = _message("2", "c2m1", event="42")
@@ -189,7 +189,7 @@ async def test_the_same_event_on_two_replicas_is_answered_once(make) -> None:  #
     assert provider.streams == ["c2m1"]
 
 
-async def test_many_conversations_spread_randomly_are_all_answered_once(make) -> None:  # type: ignore[no-untyped-def]
+async def test_many_conversations_spread_randomly_are_all_answered_once(make) -> None:
     provider, chats = TrackingProvider(chunk_delay=0.005), Chats()
     replicas = [await make(provider, chats) for _ in range(3)]
     rng = random.Random(7)
@@ -208,7 +208,7 @@ async def test_many_conversations_spread_randomly_are_all_answered_once(make) ->
         assert [e.user_message for e in ring] == texts
 
 
-async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(  # type: ignore[no-untyped-def]
+async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(
     make, prefix: str
 ) -> None:
     provider, chats = TrackingProvider(), Chats()
@@ -225,7 +225,7 @@ async def test_a_crashed_holder_blocks_its_conversation_for_at_most_the_ttl(  # 
     assert chats["3"].texts == ["re c3m1"]
 
 
-async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None:  # type: ignore[no-untyped-def]
+async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None:
     chats = Chats()
     stuck = TrackingProvider()
     stuck.gate = asyncio.Event()  # never set: the dead replica hangs mid-answer
@@ -237,8 +237,8 @@ async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None
     async def no_keep(*_: object) -> None:
         return None
 
-    dead.leases._release = no_release  # type: ignore[method-assign]
-    dead.leases._keep = no_keep  # type: ignore[method-assign]
+    dead.leases._release = no_release
+    dead.leases._keep = no_keep
     assert await dead.engine.accept(_message("4", "c4m1"))
     await _until(lambda: _true(bool(stuck.streams)), 2)
     for task in list(dead.engine._tasks):  # it dies: the lease stays until its ttl
@@ -290,9 +290,7 @@ async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str)
         await store.aclose()
 
 
-async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(  # type: ignore[no-untyped-def]
-    make, prefix: str
-) -> None:
+async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(make, prefix: str) -> None:
     provider, chats = TrackingProvider(), Chats()
     replica = await make(provider, chats, sweep=False)
     provider.gate = asyncio.Event()
@@ -311,7 +309,7 @@ async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(  # typ
     assert await replica.store.load_session("telegram:6::6") is None
 
 
-async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:  # type: ignore[no-untyped-def]
+async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:
     provider, chats = TrackingProvider(chunk_delay=0.3), Chats()
     a, b = await make(provider, chats, cancel=True), await make(provider, chats, cancel=True)
     assert await a.engine.accept(_message("7", "c7m1"))

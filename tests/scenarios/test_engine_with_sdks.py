@@ -18,11 +18,11 @@ from tests.support.testbot import ALICE, make_testbot
 
 def _provider(kind: str, fake: FakeSSEServer) -> Provider:
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
-    return cls(  # type: ignore[abstract]
+    return cls(
         "main",
         model="test-model",
         api_key="sk-test",
-        base_url=fake.base_url,  # type: ignore[attr-defined]
+        base_url=fake.base_url,
         timeout=5.0,
         max_retries=0,
         max_tokens=256,
@@ -37,7 +37,7 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="word " * 200, chunk_chars=5, chunk_delay=0.02))
         provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
         assert await fake.wait_streams(1), "the answer's stream never opened"
         await bot.say("/new")
@@ -54,7 +54,7 @@ async def test_usage_from_the_sdk_is_counted_and_shown_in_status(kind: str, tmp_
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="Hallo!", usage=(120, 7)))
         provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         assert await bot.say("Hi") == "Hallo!"
         status = await bot.say("/status")
         assert "Tokens heute: 120 rein, 7 raus" in status

@@ -44,7 +44,7 @@ async def test_each_openai_request_repeats_the_previous_one_byte_for_byte(
     async with FakeOpenAI() as fake:
         fake.script(*[Reply(text=_answer) for _ in range(len(QUESTIONS) + 1)])
         provider = _openai(fake)
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         try:
             for question in QUESTIONS:
                 await bot.say(question)
@@ -88,7 +88,7 @@ async def test_anthropic_caches_the_bridging_block_once_it_is_an_earlier_turn(
             "main", model="claude-test", api_key="sk-test", base_url=fake.base_url,
             timeout=5.0, max_retries=0, max_tokens=256,
         )  # fmt: skip
-        bot = await make_testbot(tmp_path, provider=provider)  # type: ignore[arg-type]
+        bot = await make_testbot(tmp_path, provider=provider)
         try:
             await bot.say("Merk dir: Sendung 1Z999AA10123456784")
             bot.clock.advance(3600)  # a gap: the next message opens a session with a bridge

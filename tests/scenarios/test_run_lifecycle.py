@@ -13,31 +13,26 @@ from tests.support import inbox_file
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 from tests.support.sse import Reply
 
-ALICE = 579304651
 
-
-def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int, extra: str = "") -> str:
-    return f"""
-engine:
-  shutdown_grace: 10s
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-test
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-{extra}
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {port}
-"""
+def _config(
+    directory: Path,
+    telegram: FakeTelegram,
+    openai: FakeOpenAI,
+    port: int,
+    telegram_options: dict[str, str] | None = None,
+) -> None:
+    write_run_config(
+        directory,
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        engine={"shutdown_grace": "10s"},
+        platforms={"telegram": telegram_options or {}},
+    )
 
 
 async def _start(tmp_path: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -56,7 +51,7 @@ async def test_run_without_any_platform_says_so(tmp_path: Path) -> None:
 
 async def test_a_rejected_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
+        _config(tmp_path, telegram, openai, free_port())
         env = {"TELEGRAM_BOT_TOKEN": "123:this-token-is-wrong"}
         result = await run_cli("run", cwd=tmp_path, env=env)
     output = result.stdout + result.stderr
@@ -73,7 +68,7 @@ async def test_sigterm_lets_the_reply_in_flight_finish(tmp_path: Path) -> None:
     answer = "Das Chemitek-Paket kommt am Mittwoch. " * 8
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(Reply(text=answer, chunk_chars=20, chunk_delay=0.1))
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
+        _config(tmp_path, telegram, openai, free_port())
         process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
         telegram.push_text(ALICE, ALICE, "Wann kommt das Paket?")
         await telegram.wait_for(lambda: openai.open_streams == 1, within=30)
@@ -91,10 +86,10 @@ async def test_sigterm_lets_the_reply_in_flight_finish(tmp_path: Path) -> None:
 async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/telegram/webhook"
-    extra = f"    mode: webhook\n    webhook_url: {url}\n    webhook_secret: s3cret-Token\n"
+    webhook = {"mode": "webhook", "webhook_url": url, "webhook_secret": "s3cret-Token"}
     db = tmp_path / "data" / "chatbridge.db"  # the default memory.path, beside the config
     async with FakeTelegram() as telegram, FakeOpenAI(default_text="Hallo zurück") as openai:
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, port, extra))
+        _config(tmp_path, telegram, openai, port, webhook)
         process = await _start(tmp_path, {"TELEGRAM_BOT_TOKEN": telegram.token})
         try:
             await telegram.wait_for(lambda: bool(telegram.webhook), within=30)
@@ -141,7 +136,7 @@ async def test_a_port_in_use_is_one_sentence(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         async with FakeTelegram() as telegram, FakeOpenAI() as openai:
-            (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, port))
+            _config(tmp_path, telegram, openai, port)
             result = await run_cli("run", cwd=tmp_path, env={"TELEGRAM_BOT_TOKEN": telegram.token})
     assert result.code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr

@@ -13,26 +13,12 @@ from pathlib import Path
 
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_telegram import FakeTelegram
-
-ALICE = 579304651
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 
 
 def _files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
-
-
-def _telegram_only(telegram: FakeTelegram, providers: str = "") -> str:
-    return f"""
-{providers}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {free_port()}
-"""
 
 
 async def test_without_a_platform_no_data_directory_is_made(tmp_path: Path) -> None:
@@ -45,7 +31,7 @@ async def test_without_a_platform_no_data_directory_is_made(tmp_path: Path) -> N
 
 async def test_without_a_real_provider_run_names_what_to_set(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram))
+        write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url)
         result = await run_cli("run", cwd=tmp_path, env={"TELEGRAM_BOT_TOKEN": telegram.token})
         calls = list(telegram.calls)
     assert result.code == 2, result.stderr
@@ -57,9 +43,8 @@ async def test_without_a_real_provider_run_names_what_to_set(tmp_path: Path) -> 
 
 
 async def test_a_debug_provider_named_in_the_config_serves_on_purpose(tmp_path: Path) -> None:
-    providers = "providers:\n  main: {type: debug}\n"
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram, providers))
+        write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url, debug=True)
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path, env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -84,7 +69,7 @@ async def test_an_api_key_in_the_environment_is_a_real_provider(tmp_path: Path) 
     """The refusal is about the debug fallback only: a key lets run start (and
     here fail later, at Telegram, which proves it got past the check)."""
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(_telegram_only(telegram))
+        write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url)
         env = {"TELEGRAM_BOT_TOKEN": "123:wrong-token", "ANTHROPIC_API_KEY": "sk-ant-test"}
         result = await run_cli("run", cwd=tmp_path, env=env)
     assert result.code == 1, result.stderr

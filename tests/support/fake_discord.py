@@ -108,7 +108,8 @@ class StoredMessage:
 class ApiError(Exception):
     def __init__(self, status: int, code: int, message: str, **extra: Any) -> None:
         super().__init__(message)
-        self.status, self.headers = status, {}
+        self.status = status
+        self.headers: dict[str, str] = {}
         self.body: dict[str, Any] = {"message": message, "code": code, **extra}
 
 

@@ -19,6 +19,7 @@ import json
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +117,11 @@ class GatewayMixin:
     channels: dict[int, dict[str, Any]]
     commands: list[dict[str, Any]]
     interactions: dict[int, InteractionRecord]
-    # FakeDiscord also provides _snowflake(), _store(), _message_json() and bot_messages().
+    # Provided by FakeDiscord:
+    _snowflake: Callable[[], int]
+    _store: Callable[..., StoredMessage]
+    _message_json: Callable[..., Any]
+    bot_messages: Callable[..., list[StoredMessage]]
 
     def _init_gateway(self) -> None:
         self.session: Session | None = None
@@ -156,11 +161,11 @@ class GatewayMixin:
         session = self.session
         if session is None:
             raise RuntimeError("no gateway session: nobody has identified yet")
-        data = self._as_seen(session.intents, event, data)
-        if data is None:
+        seen = self._as_seen(session.intents, event, data)
+        if seen is None:
             return None
         session.seq += 1
-        frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+        frame = {"op": 0, "t": event, "s": session.seq, "d": seen}
         session.log.append(frame)
         if self._live is not None:
             await self._live.send(frame)
@@ -312,7 +317,7 @@ class GatewayMixin:
         record = InteractionRecord(
             self._snowflake(), f"itoken-{self._snowflake()}", name, channel_id, time.monotonic()
         )
-        options = [
+        given = [
             {"name": k, "type": types[type(v)], "value": v} for k, v in (options or {}).items()
         ]
         data: dict[str, Any] = {
@@ -321,7 +326,7 @@ class GatewayMixin:
             "app_permissions": ALL_PERMISSIONS, "entitlements": [],
             "attachment_size_limit": 1 << 23,
             "data": {"id": known.get(name, {}).get("id", str(self._snowflake())), "name": name,
-                     "type": 1, "options": options},
+                     "type": 1, "options": given},
         }  # fmt: skip
         user = self.user(author, "alice" if author == USER_ID else None)
         if "guild_id" in channel:
@@ -361,7 +366,7 @@ class GatewayMixin:
 
     async def _on_frame(self, conn: _Conn, frame: dict[str, Any]) -> None:
         op, data = frame.get("op"), frame.get("d")
-        self._record_frame(OP_NAMES.get(op, f"op {op}"), data)
+        self._record_frame(OP_NAMES.get(op or 0, f"op {op}"), data)
         if op == 1:
             self.heartbeats += 1
             if self.ack_heartbeats:

@@ -8,6 +8,7 @@ import pytest
 from tests.core.store.helpers import (
     BACKENDS,
     AnyStore,
+    Stores,
     opened,
     purge_redis,
     redis_prefix,
@@ -38,3 +39,12 @@ async def store(backend: str, path: Path) -> AsyncIterator[AnyStore]:
     s = await opened(backend, path)
     yield s
     await s.aclose()
+
+
+@pytest.fixture
+async def stores() -> AsyncIterator[Stores]:
+    """`store = await stores(backend, path)`: opened, and closed after the test
+    however it ended; for tests that open, close and reopen (see `Stores`)."""
+    opened_ = Stores()
+    yield opened_
+    await opened_.aclose()

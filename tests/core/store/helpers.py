@@ -79,6 +79,32 @@ async def opened(backend: str, path: Path, *, max_entries: int = 5) -> AnyStore:
     return store
 
 
+class Stores:
+    """The `stores` fixture: `await stores(backend, path)` is `opened`, and every
+    store opened is closed when the test ends, also after a failed assert
+    (closing one early, to reopen it as after a restart, is fine: `aclose`
+    is idempotent)."""
+
+    def __init__(self) -> None:
+        self._opened: list[AnyStore] = []
+
+    async def __call__(self, backend: str, path: Path, *, max_entries: int = 5) -> AnyStore:
+        store = await opened(backend, path, max_entries=max_entries)
+        self._opened.append(store)
+        return store
+
+    async def aclose(self) -> None:
+        """Close every store opened, newest first; the first failure is raised after all."""
+        failures: list[BaseException] = []
+        for store in reversed(self._opened):
+            try:
+                await store.aclose()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+
+
 def exchange(
     text: str,
     *,

@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 
 from chatbridge.core.models import ChatKind
-from tests.core.store.helpers import inbox_entry, opened, raw_bytes, redis_keys, redis_prefix
+from tests.core.store.helpers import (
+    Stores,
+    inbox_entry,
+    raw_bytes,
+    redis_keys,
+    redis_prefix,
+)
 
 SECRET = "PAKET-7f3a-Lindenstraße-12 — 包裹"
 OTHER = "another person parcel 4411"
@@ -25,9 +31,9 @@ def _everything(backend: str, path: Path) -> str:
 
 
 async def test_forget_drops_the_users_pending_entries_and_their_text(
-    backend: str, path: Path
+    backend: str, path: Path, stores: Stores
 ) -> None:
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     now = time.time()
     private = inbox_entry("telegram:9001", f"{SECRET} private", at=now - 2, user="1")
     group = inbox_entry(
@@ -52,21 +58,23 @@ async def test_forget_drops_the_users_pending_entries_and_their_text(
     assert OTHER in held
 
 
-async def test_what_the_user_sends_after_the_forget_stays_pending(backend: str, path: Path) -> None:
-    store = await opened(backend, path)
+async def test_what_the_user_sends_after_the_forget_stays_pending(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    store = await stores(backend, path)
     later = inbox_entry("telegram:9005", "sent after the forget", at=time.time() + 60, user="1")
     assert await store.inbox_add(later) is True
     await store.forget("telegram:1")
     assert await store.inbox_pending() == [later]
-    await store.aclose()
 
 
-async def test_forget_of_another_id_leaves_the_entry(backend: str, path: Path) -> None:
+async def test_forget_of_another_id_leaves_the_entry(
+    backend: str, path: Path, stores: Stores
+) -> None:
     """Matched by `platform:id`: the same number on another platform is another person."""
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     entry = inbox_entry("telegram:9006", "kept", at=time.time() - 1, user="1")
     assert await store.inbox_add(entry) is True
     await store.forget("slack:1")
     await store.forget("1")
     assert await store.inbox_pending() == [entry]
-    await store.aclose()

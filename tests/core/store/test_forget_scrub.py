@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import Session, Turn
-from tests.core.store.helpers import exchange, opened, raw_bytes
+from tests.core.store.helpers import Stores, exchange, raw_bytes
 
 SECRET = "ZEBRA-7c1f-parcel-to-Karlstraße-12"
 KEPT = "OTTER-kept-for-someone-else"
 
 
-async def test_forget_leaves_no_readable_text(backend: str, path: Path) -> None:
+async def test_forget_leaves_no_readable_text(backend: str, path: Path, stores: Stores) -> None:
     if backend == "redis":
         pytest.skip("redis owns no files; test_redis.py checks every key instead")
-    store = await opened(backend, path, max_entries=3)
+    store = await stores(backend, path, max_entries=3)
     # More entries than max_entries, so some were trimmed before forget, plus a
     # session rewritten several times: old row versions must not linger either.
     for i in range(6):
@@ -37,11 +37,10 @@ async def test_forget_leaves_no_readable_text(backend: str, path: Path) -> None:
     assert b"telegram:1" not in everything  # nor who they were
     assert KEPT.encode() in everything
 
-    again = await opened(backend, path, max_entries=3)
+    again = await stores(backend, path, max_entries=3)
     assert await again.ring("telegram:1", since=-1) == []
     assert [e.user_message for e in await again.ring("discord:2", since=-1)] == [
         f"{KEPT} #3",
         f"{KEPT} #4",
         f"{KEPT} #5",
     ]
-    await again.aclose()

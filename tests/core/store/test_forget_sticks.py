@@ -19,8 +19,8 @@ from chatbridge.core.models import Exchange, Session, Turn, Usage
 from chatbridge.core.store._codec import user_hash
 from tests.core.store.helpers import (
     AnyStore,
+    Stores,
     exchange,
-    opened,
     raw_bytes,
     redis_keys,
     redis_prefix,
@@ -50,8 +50,10 @@ def _everything(backend: str, path: Path) -> str:
     return raw_bytes(path.parent).decode("utf-8", errors="replace")
 
 
-async def test_a_reply_in_flight_during_forget_writes_nothing(backend: str, path: Path) -> None:
-    store = await opened(backend, path)
+async def test_a_reply_in_flight_during_forget_writes_nothing(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    store = await stores(backend, path)
     first = exchange(SECRET, user=USER, ts=T0 + 60.0, started=T0, day=DAY)
     await store.commit_exchange(first)
     await store.commit_exchange(exchange("kept", user=OTHER, ts=T0 + 60.0, started=T0, day=DAY))
@@ -101,8 +103,10 @@ async def test_other_users_commits_are_unaffected(store: AnyStore) -> None:
     assert [e.user_message for e in await store.ring("telegram:9876543210", since=-1)] == ["u"]
 
 
-async def test_the_tombstone_names_the_user_only_by_hash(backend: str, path: Path) -> None:
-    store = await opened(backend, path)
+async def test_the_tombstone_names_the_user_only_by_hash(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    store = await stores(backend, path)
     await store.commit_exchange(exchange(SECRET, user=USER, day=DAY))
     before = time.time()
     await store.forget(USER)
@@ -134,18 +138,20 @@ async def test_the_tombstone_names_the_user_only_by_hash(backend: str, path: Pat
     assert "987654321" not in _everything(backend, path)
 
 
-async def test_the_tombstone_outlives_the_instance_that_wrote_it(backend: str, path: Path) -> None:
+async def test_the_tombstone_outlives_the_instance_that_wrote_it(
+    backend: str, path: Path, stores: Stores
+) -> None:
     """An admin's `memory forget` in another process; json reopens instead (one process)."""
-    bot = await opened(backend, path)
+    bot = await stores(backend, path)
     first = exchange(SECRET, user=USER, ts=T0 + 60.0, started=T0, day=DAY)
     await bot.commit_exchange(first)
     if backend == "json":
         await bot.aclose()
-    admin = await opened(backend, path)
+    admin = await stores(backend, path)
     await admin.forget(USER)
     await admin.aclose()
     if backend == "json":
-        bot = await opened(backend, path)
+        bot = await stores(backend, path)
 
     await bot.commit_exchange(_in_flight(first, "late"))
     assert await bot.ring(USER, since=-1) == []
@@ -165,11 +171,11 @@ async def test_forgetting_again_keeps_one_tombstone(store: AnyStore) -> None:
 
 
 async def test_tombstones_older_than_a_week_are_pruned(
-    backend: str, path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, path: Path, monkeypatch: pytest.MonkeyPatch, stores: Stores
 ) -> None:
     if backend == "redis":
         pytest.skip("redis expires tombstones itself; test_redis.py checks the expiry")
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     real = time.time()
     with monkeypatch.context() as m:  # sqlite and json forget without awaiting anything
         m.setattr(time, "time", lambda: real - WEEK - 60)
@@ -180,13 +186,14 @@ async def test_tombstones_older_than_a_week_are_pruned(
     await store.forget(OTHER)  # prunes USER's old tombstone
     await store.commit_exchange(exchange("stored", user=USER, started=T0))
     assert [e.user_message for e in await store.ring(USER, since=-1)] == ["stored"]
-    await store.aclose()
 
 
-async def test_sqlite_file_without_the_tombstone_table_gets_it(tmp_path: Path) -> None:
+async def test_sqlite_file_without_the_tombstone_table_gets_it(
+    tmp_path: Path, stores: Stores
+) -> None:
     """Files made before tombstones existed (same schema version) still open."""
     path = tmp_path / "chatbridge.db"
-    store = await opened("sqlite", path)
+    store = await stores("sqlite", path)
     await store.commit_exchange(exchange(SECRET, user=USER, started=T0))
     await store.aclose()
     db = sqlite3.connect(path, isolation_level=None)
@@ -194,21 +201,19 @@ async def test_sqlite_file_without_the_tombstone_table_gets_it(tmp_path: Path) -
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
 
-    again = await opened("sqlite", path)
+    again = await stores("sqlite", path)
     await again.forget(USER)
     await again.commit_exchange(exchange(SECRET, user=USER, started=T0))
     assert await again.ring(USER, since=-1) == []
-    await again.aclose()
 
 
-async def test_json_state_without_tombstones_still_opens(tmp_path: Path) -> None:
+async def test_json_state_without_tombstones_still_opens(tmp_path: Path, stores: Stores) -> None:
     path = tmp_path / "memory.json"
     session = {"user": USER, "started_at": T0, "last_active": T0, "turns": []}
     state = {"sessions": {"k": session}, "usage": {}, "last_entry": None}
     path.with_name("memory.json.state.json").write_text(json.dumps(state), encoding="utf-8")
-    store = await opened("json", path)
+    store = await stores("json", path)
     assert await store.load_session("k") == Session("k", USER, T0, T0)
     await store.forget(USER)
     await store.commit_exchange(exchange(SECRET, user=USER, started=T0))
     assert await store.ring(USER, since=-1) == []
-    await store.aclose()

@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 from chatbridge.core.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
 from chatbridge.core.store import json_file as json_module
 from tests.core.store.helpers import (
+    Stores,
     exchange,
     inbox_entry,
-    opened,
     redis_keys,
     redis_prefix,
     snapshot,
@@ -54,10 +54,10 @@ async def raw() -> AsyncIterator[aioredis.Redis]:
 
 
 async def test_a_failed_commit_leaves_its_entry_pending(
-    backend: str, path: Path, monkeypatch: pytest.MonkeyPatch, raw_or_none: object
+    backend: str, path: Path, monkeypatch: pytest.MonkeyPatch, raw_or_none: object, stores: Stores
 ) -> None:
     """Done is part of the exchange's transaction: no exchange, no done."""
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     entry = inbox_entry("telegram:1", at=time.time())
     await store.inbox_add(entry)
     if backend == "sqlite":
@@ -73,9 +73,8 @@ async def test_a_failed_commit_leaves_its_entry_pending(
     monkeypatch.undo()
     assert await store.inbox_pending() == [entry]
     await store.aclose()
-    again = await opened(backend, path)
+    again = await stores(backend, path)
     assert await again.inbox_pending() == [entry]
-    await again.aclose()
 
 
 @pytest.fixture
@@ -95,15 +94,15 @@ def _disk_full(path: Path, data: bytes) -> None:
 # -- sqlite -----------------------------------------------------------------------
 
 
-async def test_sqlite_file_made_before_the_inbox_gets_it(tmp_path: Path) -> None:
+async def test_sqlite_file_made_before_the_inbox_gets_it(tmp_path: Path, stores: Stores) -> None:
     path = store_path("sqlite", tmp_path)
-    store = await opened("sqlite", path)
+    store = await stores("sqlite", path)
     await store.commit_exchange(exchange("kept"))
     await store.aclose()
     _sql(path, "DROP TABLE inbox", "PRAGMA wal_checkpoint(TRUNCATE)")
     assert not _sql(path, "SELECT name FROM sqlite_master WHERE name LIKE 'inbox%'")
 
-    again = await opened("sqlite", path)  # vetting accepts the old file
+    again = await stores("sqlite", path)  # vetting accepts the old file
     assert await again.inbox_pending() == []
     assert await again.inbox_add(inbox_entry("telegram:1")) is True
     assert [e.user_message for e in await again.ring("telegram:1", since=0)] == ["kept"]
@@ -112,10 +111,10 @@ async def test_sqlite_file_made_before_the_inbox_gets_it(tmp_path: Path) -> None
     assert {"inbox", "inbox_done_at"} <= names
 
 
-async def test_sqlite_prune_and_done_use_an_index(tmp_path: Path) -> None:
+async def test_sqlite_prune_and_done_use_an_index(tmp_path: Path, stores: Stores) -> None:
     """Neither scans the table: the commit's UPDATE and the prune stay cheap."""
     path = store_path("sqlite", tmp_path)
-    await (await opened("sqlite", path)).aclose()
+    await (await stores("sqlite", path)).aclose()
     for sql in (
         "DELETE FROM inbox WHERE done_at < 1",
         "UPDATE inbox SET done_at = 1 WHERE key = 'k' AND done_at IS NULL",
@@ -126,26 +125,26 @@ async def test_sqlite_prune_and_done_use_an_index(tmp_path: Path) -> None:
         assert "SCAN inbox" not in plan, (sql, plan)
 
 
-async def test_sqlite_old_markers_are_pruned(tmp_path: Path) -> None:
+async def test_sqlite_old_markers_are_pruned(tmp_path: Path, stores: Stores) -> None:
     path = store_path("sqlite", tmp_path)
-    store = await opened("sqlite", path)
+    store = await stores("sqlite", path)
     now = time.time()
     for i in range(3):
         await store.inbox_add(inbox_entry(f"telegram:{i}", at=now))
         await store.inbox_done(f"telegram:{i}")
     await store.aclose()
-    later = await opened("sqlite", path)  # a process's first add prunes
+    later = await stores("sqlite", path)  # a process's first add prunes
     await later.inbox_add(inbox_entry("telegram:9", at=now + DEDUPE_WINDOW + 60))
     await later.aclose()
     assert _sql(path, "SELECT key FROM inbox") == [("telegram:9",)]
 
 
 async def test_sqlite_malformed_row_is_skipped_and_reported_without_its_text(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stores: Stores
 ) -> None:
     """Issue 17.3: a damaged row costs that row (it was StoreCorrupt for the whole read)."""
     path = store_path("sqlite", tmp_path)
-    store = await opened("sqlite", path)
+    store = await stores("sqlite", path)
     await store.inbox_add(inbox_entry("telegram:1", SECRET))
     await store.inbox_add(inbox_entry("telegram:2", at=2000.0))
     _sql(path, f"UPDATE inbox SET message = '{{\"text\": \"{SECRET}\"' WHERE key = 'telegram:1'")
@@ -169,21 +168,23 @@ async def test_sqlite_malformed_row_is_skipped_and_reported_without_its_text(
         {"inbox_done": {"k": "yesterday"}},
     ],
 )
-async def test_json_bad_inbox_is_refused_without_its_text(tmp_path: Path, inbox: object) -> None:
+async def test_json_bad_inbox_is_refused_without_its_text(
+    tmp_path: Path, inbox: object, stores: Stores
+) -> None:
     path = tmp_path / "memory.json"
     state = path.with_name("memory.json.state.json")
     state.write_text(json.dumps(inbox), encoding="utf-8")
     before = snapshot(tmp_path)
     with pytest.raises(StoreCorrupt) as err:
-        await opened("json", path)
+        await stores("json", path)
     assert str(state) in str(err.value)
     assert SECRET not in str(err.value)
     assert snapshot(tmp_path) == before
 
 
-async def test_json_failed_write_is_undone_in_memory(tmp_path: Path) -> None:
+async def test_json_failed_write_is_undone_in_memory(tmp_path: Path, stores: Stores) -> None:
     """SQLite and Redis roll back in the server; json must undo its in-memory change."""
-    store = await opened("json", store_path("json", tmp_path))
+    store = await stores("json", store_path("json", tmp_path))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(json_module, "atomic_write", _disk_full)
         with pytest.raises(StoreError, match="No space left"):
@@ -197,17 +198,17 @@ async def test_json_failed_write_is_undone_in_memory(tmp_path: Path) -> None:
         with pytest.raises(StoreError):
             await store.inbox_done("telegram:1")
     assert await store.inbox_pending() == [inbox_entry("telegram:1")]
-    await store.aclose()
 
 
-async def test_json_state_written_before_the_inbox_still_opens(tmp_path: Path) -> None:
+async def test_json_state_written_before_the_inbox_still_opens(
+    tmp_path: Path, stores: Stores
+) -> None:
     path = tmp_path / "memory.json"
     state: dict[str, object] = {"sessions": {}, "usage": {}, "last_entry": None, "forgotten": {}}
     path.with_name("memory.json.state.json").write_text(json.dumps(state), encoding="utf-8")
-    store = await opened("json", path)
+    store = await stores("json", path)
     assert await store.inbox_pending() == []
     assert await store.inbox_add(inbox_entry("telegram:1")) is True
-    await store.aclose()
 
 
 # -- redis ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ async def test_refused_dms_get_one_notice_and_are_answered_once_space_is_back(
         await platform.start()
         await fake.send_dm("vorher")
         await fake.wait_for(lambda: fake.bot_texts(dm) == ["echo: vorher"])  # no marker
-        db = bot.engine.store._conn()  # type: ignore[attr-defined]
+        db = bot.sqlite._conn()
         db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
         padding = "Wo bleibt das Paket? " * 300  # needs new pages: refused
         await fake.send_dm(f"{padding}[erste]")

@@ -8,7 +8,8 @@ from discord import AutoShardedClient
 from chatbridge.core.ports import PlatformStartFailed
 from chatbridge.platforms.discord import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform
 from tests.platforms.discord.conftest import Launch, discord_config
-from tests.support.fake_discord import MESSAGE_CONTENT, PRIVILEGED_INTENTS, FakeDiscord
+from tests.support.fake_discord import FakeDiscord
+from tests.support.fake_discord_gateway import MESSAGE_CONTENT, PRIVILEGED_INTENTS
 
 
 class NoEngine:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -83,7 +84,7 @@ async def test_an_event_the_inbox_cannot_take_is_not_acked(
         await runner.cleanup()
 
 
-async def _start_failure(fake: FakeSlack, **cfg: object) -> str:
+async def _start_failure(fake: FakeSlack, **cfg: Any) -> str:
     platform = SlackPlatform(
         config=slack_config(fake, **cfg), handler=BrokenInbox(), server=web.Application()
     )
