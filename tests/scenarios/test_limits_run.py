@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 from pathlib import Path
 
 import aiohttp
@@ -220,3 +221,44 @@ async def test_usage_in_three_formats_matches_the_reported_usage_and_prices(
     assert any(f"telegram:{ALICE}" in line and " 3700 " in line for line in table)
     (bob,) = json.loads(one.stdout)["people"]
     assert bob["id"] == f"telegram:{BOB}"
+
+
+async def test_sighup_applies_new_limits_to_the_next_message_and_keeps_what_was_spent(
+    tmp_path: Path,
+) -> None:
+    def limits(tokens: int) -> str:
+        return f"  default: {{tokens_per_day: {tokens}}}"
+
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        openai.script(Reply(usage=(300, 40)))
+        path = tmp_path / "chatbridge.yaml"
+        port = free_port()
+        path.write_text(_config(telegram, openai, port, limits=limits(100_000), max_tokens=500))
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            assert ran.process is not None
+            await _say(telegram, ALICE, ALICE, "first question")
+            assert _left_today(await _say(telegram, ALICE, ALICE, "/status")) == 100_000 - 340
+
+            async def reload_to(tokens: int) -> int:
+                """SIGHUP with `tokens` a day; what /status shows left once it applies."""
+                before = _left_today(await _say(telegram, ALICE, ALICE, "/status"))
+                path.write_text(
+                    _config(telegram, openai, port, limits=limits(tokens), max_tokens=500)
+                )
+                assert ran.process is not None
+                ran.process.send_signal(signal.SIGHUP)
+                while True:  # until the reloaded limit shows (a condition, not a sleep)
+                    left = _left_today(await _say(telegram, ALICE, ALICE, "/status"))
+                    if left != before:
+                        return left
+
+            assert await reload_to(50_000) == 50_000 - 340  # what was spent stays spent
+            answered = await _say(telegram, ALICE, ALICE, "second question")
+            left = _left_today(await _say(telegram, ALICE, ALICE, "/status"))
+            spent = 50_000 - left
+            assert await reload_to(spent + 100) == 100  # the next worst case is > 500
+            refused = await _say(telegram, ALICE, ALICE, "third question")
+    assert ran.code == 0, ran.stderr
+    assert "limit" not in answered
+    assert refused.startswith("Sorry, that would go past your daily token limit")
+    assert len(openai.requests) == 2
