@@ -267,7 +267,8 @@ class LedgerBook:
             if row.month == hold.month:
                 held_month[0] += row.tokens
                 held_month[1] += row.nano_usd
-        recent = sum(1 for at in self.stamps.get(key, {}).values() if at > hold.now - RATE_WINDOW)
+        self._prune(key, hold.now)  # after it every stamp left is within the window
+        recent = len(self.stamps.get(key, ()))
         return Snapshot(
             counters.get(hold.day, Tally()),
             counters.get(hold.month, Tally()),

@@ -23,6 +23,7 @@ the difference back as soon as the answer ends.
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 from collections.abc import Mapping
@@ -162,6 +163,9 @@ class LimitGate:
         timezone: tzinfo | None,
     ) -> None:
         self.policy = policy
+        # Hold ids: unique across replicas and restarts, without a urandom call each.
+        self._id_prefix = uuid.uuid4().hex[:12]
+        self._ids = itertools.count()
         self._store = store
         self._clock = clock
         self._tz = timezone
@@ -182,9 +186,8 @@ class LimitGate:
         prompt_tokens = prompt_tokens_bound(prompt)
         tokens, nano = self.policy.worst(prompt_tokens)
         day, month = self.periods(now)
-        hold = Hold(
-            uuid.uuid4().hex, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl
-        )
+        hid = f"{self._id_prefix}-{next(self._ids)}"
+        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl)
         verdict = await self._store.ledger_reserve(hold)
         return Admitted(hold, prompt_tokens) if verdict.ok else verdict
 

@@ -8,7 +8,7 @@ pass a limit together. A crash takes its holds with it, so nothing stays
 reserved after one. The counters are in the file::
 
     ledger(account, period, tokens_in, tokens_out, requests, refused, nano_usd)
-        period is a day (YYYY-MM-DD) or a month (YYYY-MM) in bot.timezone
+        period is a day (YYYY-MM-DD) in bot.timezone; a month is the sum of its days
 
 An answered message's settlement is written in its exchange's own
 transaction (`commit_exchange`); a failed or cancelled one, and a refusal,
@@ -44,32 +44,32 @@ ON CONFLICT(account, period) DO UPDATE SET
     tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out,
     requests = requests + excluded.requests, refused = refused + excluded.refused,
     nano_usd = nano_usd + excluded.nano_usd"""
+# Only days are stored (one upsert per answer); a month is the sum of its days.
 _COUNTERS = """
-SELECT period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger
-WHERE account = ? AND period IN (?, ?)"""
+SELECT period = ?2, sum(tokens_in), sum(tokens_out), sum(requests), sum(refused), sum(nano_usd)
+FROM ledger WHERE account = ?1 AND period >= ?3 AND period < ?4 GROUP BY period = ?2"""
 
 
 def counted(db: sqlite3.Connection, hold: Hold) -> Counted:
     """Each account's settled (day, month) for `hold`."""
     found = {}
+    month_end = f"{hold.month}-99"  # after every day of the month, before the next month
     for account in hold.accounts:
-        tallies = {
-            row[0]: Tally(*row[1:])
-            for row in db.execute(_COUNTERS, (account.key, hold.day, hold.month))
-        }
-        found[account.key] = (tallies.get(hold.day, Tally()), tallies.get(hold.month, Tally()))
+        day, rest = Tally(), Tally()
+        for row in db.execute(_COUNTERS, (account.key, hold.day, hold.month, month_end)):
+            if row[0]:
+                day = Tally(*row[1:])
+            else:
+                rest = Tally(*row[1:])
+        found[account.key] = (day, day + rest)
     return found
 
 
 def add(db: sqlite3.Connection, keys: Iterable[str], day: str, month: str, t: Tally) -> None:
-    """Add `t` to each account's day and month (inside the caller's transaction)."""
+    """Add `t` to each account's `day` (its `month` is the sum of its days)."""
     db.executemany(
         _ADD,
-        [
-            (key, period, t.tokens_in, t.tokens_out, t.requests, t.refused, t.nano_usd)
-            for key in keys
-            for period in (day, month)
-        ],
+        [(key, day, t.tokens_in, t.tokens_out, t.requests, t.refused, t.nano_usd) for key in keys],
     )
 
 
@@ -77,7 +77,7 @@ def rows(db: sqlite3.Connection, *, since_day: str) -> list[LedgerRow]:
     """Day rows (not months) from `since_day` on, by account then day."""
     found = db.execute(
         "SELECT account, period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger "
-        "WHERE length(period) = 10 AND period >= ? ORDER BY account, period",
+        "WHERE period >= ? ORDER BY account, period",
         (since_day,),
     ).fetchall()
     return [LedgerRow(r[0], r[1], Tally(*r[2:])) for r in found]

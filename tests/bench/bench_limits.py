@@ -5,8 +5,9 @@ Two measurements, each printed as it ran:
 1. The engine on SQLite with the debug provider and a null outbox (as
    `bench_engine`), without a limit gate and with one (a daily token limit and
    a messages-per-minute limit far above what the run uses, so every message
-   is reserved, admitted and settled), in alternating rounds; the difference
-   of the CPU µs per message is the limit check's cost inside the engine.
+   is reserved, admitted and settled): two engines on two stores, the same
+   message on each in turn (20 conversations), CPU time taken around each
+   `handle`; the difference is the limit check's cost inside the engine.
 2. The calls one limited message makes besides its commit (the sender's link
    lookup and the reserve; the settlement rides in the exchange's commit), by
    themselves, on SQLite and on Redis (the run's own redis-server,
@@ -26,13 +27,15 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.ledger import Account, Hold, Limits, Settlement
 from chatbridge.core.limits import LimitGate, LimitPolicy
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Usage
+from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
 from chatbridge.core.store import RedisStore, SqliteStore
 from chatbridge.providers.debug import DebugProvider
 from tests.bench.bench_engine import NullOutbox
@@ -43,33 +46,56 @@ MESSAGES = 400  # per round: 20 conversations x 20 messages
 ROUNDS = 11
 
 
-async def engine_round(db: Path, *, limited: bool) -> float:
-    """CPU µs per message of one round."""
+class ShortProvider:
+    """A chat-sized answer (300 characters) and its usage, like a real model's."""
+
+    name = label = "short"
+    model = "short"
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        yield TextDelta("Das Paket kommt am Mittwoch. " * 10)
+        yield UsageReport(Usage(input_tokens=400, output_tokens=80))
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _engine(db: Path, *, limited: bool, short: bool) -> tuple[Engine, SqliteStore]:
     store = SqliteStore(db, max_entries=20)
     await store.open()
     gate = None
     if limited:
         gate = LimitGate(LimitPolicy(default=LIMITS), store=store, clock=_Wall(), timezone=None)
     engine = Engine(
-        EngineSettings(), store=store, provider=DebugProvider(), access=AccessPolicy(),
+        EngineSettings(), store=store, provider=ShortProvider() if short else DebugProvider(),
+        access=AccessPolicy(),
         limits=gate,
     )  # fmt: skip
+    return engine, store
+
+
+async def engine_round(root: Path, *, short: bool) -> tuple[float, float]:
+    """CPU µs per message without and with limits: two engines on two stores,
+    one message on each in turn, so both see the same machine at the same time."""
+    (plain, plain_store), (gated, gated_store) = (
+        await _engine(root / "plain.db", limited=False, short=short),
+        await _engine(root / "gated.db", limited=True, short=short),
+    )
     outbox = NullOutbox()
-
-    async def talk(index: int) -> None:
-        conversation = Conversation(
-            platform="console", chat=f"c{index}", user=f"u{index}", kind=ChatKind.PRIVATE
-        )
-        for turn in range(MESSAGES // 20):
-            await engine.handle(
-                IncomingMessage(conversation=conversation, text=f"Nachricht {turn}"), outbox
+    spent = [0.0, 0.0]
+    for turn in range(MESSAGES // 20):
+        for index in range(20):
+            conversation = Conversation(
+                platform="console", chat=f"c{index}", user=f"u{index}", kind=ChatKind.PRIVATE
             )
-
-    cpu = time.process_time()
-    await asyncio.gather(*(talk(i) for i in range(20)))
-    cpu = time.process_time() - cpu
-    await store.aclose()
-    return cpu / MESSAGES * 1e6
+            message = IncomingMessage(conversation=conversation, text=f"Nachricht {turn}")
+            for side, engine in enumerate((plain, gated)):
+                cpu = time.process_time()
+                await engine.handle(message, outbox)
+                spent[side] += time.process_time() - cpu
+    await plain_store.aclose()
+    await gated_store.aclose()
+    return spent[0] / MESSAGES * 1e6, spent[1] / MESSAGES * 1e6
 
 
 class _Wall:
@@ -122,25 +148,28 @@ def main() -> None:
         f"# limits cost — {platform.processor() or platform.machine()}, "
         f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}"
     )
-    alone: list[float] = []
-    limited: list[float] = []
-    for _ in range(ROUNDS):
-        for flag, sink in ((False, alone), (True, limited)):
+    print("| engine on SQLite, provider | messages | CPU µs/message | with limits | check |")
+    print("|---|---:|---:|---:|---:|")
+    base = 0.0
+    for short in (True, False):
+        alone: list[float] = []
+        limited: list[float] = []
+        for _ in range(ROUNDS):
             with tempfile.TemporaryDirectory() as tmp:
-                sink.append(asyncio.run(engine_round(Path(tmp) / "bench.db", limited=flag)))
-    base, with_gate = statistics.median(alone), statistics.median(limited)
-    paired = statistics.median(b - a for a, b in zip(alone, limited, strict=True))
-    print("| engine on SQLite | messages | CPU µs/message (median of rounds) |")
-    print("|---|---:|---:|")
-    print(f"| alone | {MESSAGES * ROUNDS} | {base:.0f} |")
-    print(f"| with limits | {MESSAGES * ROUNDS} | {with_gate:.0f} |")
-    extra = with_gate - base
-    share = f"{extra / base:.1%} of {base:.0f}"
-    print(f"\nlimit check inside the engine: {extra:.0f} µs/message = {share}")
-    print(f"median of the {ROUNDS} paired round differences: {paired:.0f} µs = {paired / base:.1%}")
+                plain, gated = asyncio.run(engine_round(Path(tmp), short=short))
+            alone.append(plain)
+            limited.append(gated)
+        plain_us, gated_us = statistics.median(alone), statistics.median(limited)
+        paired = statistics.median(b - a for a, b in zip(alone, limited, strict=True))
+        name = "300-char answers" if short else "debug (echoes the whole prompt)"
+        print(
+            f"| {name} | {MESSAGES * ROUNDS} | {plain_us:.0f} | {gated_us:.0f} "
+            f"| {paired:.0f} µs = {paired / plain_us:.1%} |"
+        )
+        base = base or plain_us
     print(
         "\n| link lookup + reserve | wall µs/message | CPU µs/message "
-        "| CPU share of the engine's CPU µs/message |"
+        "| CPU share of the engine's CPU µs/message (300-char answers) |"
     )
     print("|---|---:|---:|---:|")
     for name, (wall, cpu) in asyncio.run(ledger_rows()):
