@@ -238,13 +238,15 @@ async def _usage(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     access = access_from_config(config)
     store = await store_from_config(config)
     try:
+        # Any ID of a linked person names the person (its account is the person's key).
+        person = None if args.user is None else (await People(access, store).of_id(args.user)).key
         lines = await usage_lines(
             store,
             config=config,
             policy=policy_from_config(config),
             access=access,
             since=time.time() - args.since_seconds,
-            person=None if args.user is None else access.resolve(args.user),
+            person=person,
         )
     finally:
         await store.aclose()
