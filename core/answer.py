@@ -30,6 +30,7 @@ from chatbridge.core.memory import (
 )
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
+from chatbridge.core.outcome import Outcome
 from chatbridge.core.ports import (
     DeliveryError,
     Outbox,
@@ -74,8 +75,9 @@ class Answerer:
 
     async def answer(
         self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
-    ) -> str:
-        """Returns the outcome; `cut()` tells a shutdown from other cancels.
+    ) -> Outcome:
+        """Returns the outcome (the caller closes the entry with it); `cut()`
+        tells a shutdown from other cancels.
 
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
@@ -99,19 +101,17 @@ class Answerer:
                 if self._limits is not None:
                     admitted = await self._admit(entry, outbox, prompt, person.key)
                     if admitted is None:
-                        return "refused"
+                        return Outcome.REFUSED
                 try:
                     usage = await self._stream(prompt, reply, outbox, meter)
                     completed = True
                 except ProviderError as exc:
                     await self._report_failure(exc, reply)
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 answer = reply.text.strip()
                 if not answer:
                     await reply.finish(self._settings.say("empty_answer"))
-                    await self._store.inbox_done(entry.key)
-                    return "failed"
+                    return Outcome.FAILED
                 await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
             else:
                 answer = entry.answer  # recorded before a crash; finish delivering it
@@ -124,8 +124,7 @@ class Answerer:
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
             await self._tell_undelivered(outbox)
-            await self._store.inbox_done(entry.key)
-            return "undelivered"
+            return Outcome.UNDELIVERED
         except asyncio.CancelledError:
             if cut() and reply.started:
                 await self._show_cut(reply)
@@ -144,13 +143,14 @@ class Answerer:
         )
         if not stored:
             await send_text(outbox, self._settings.say("not_stored"))
-        return "answered"
+            return Outcome.NOT_STORED
+        return Outcome.ANSWERED
 
     async def _admit(
         self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str
     ) -> Admitted | None:
-        """Reserve the request's worst case; None (after at most one sentence,
-        the entry done, nothing stored) when a limit refuses it."""
+        """Reserve the request's worst case; None (after at most one sentence;
+        the caller closes the entry, nothing is stored) when a limit refuses it."""
         assert self._limits is not None
         conversation = entry.message.conversation
         accounts = self._limits.accounts(
@@ -166,7 +166,6 @@ class Answerer:
                 admitted, language=self._settings.language, accounts=accounts
             )
             await send_text(outbox, sentence)
-        await self._store.inbox_done(entry.key)
         return None
 
     def _limits_settlement(
@@ -280,7 +279,7 @@ class Answerer:
         fence: int = 0,
         settlement: Settlement | None = None,
     ) -> bool:
-        """Commit the exchange and mark the entry done; False if the store failed.
+        """Commit the exchange, which closes the entry; False if the store failed.
 
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
@@ -320,8 +319,6 @@ class Answerer:
             raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)
-            with contextlib.suppress(StoreError):
-                await self._store.inbox_done(entry.key)
             return False
         return True
 

@@ -12,23 +12,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from chatbridge.core.models import Usage
+from chatbridge.core.outcome import Outcome
 
 __all__ = ["CONTENT_TYPE_LATEST", "LastUsage", "Metrics"]
 
 LAST_USAGE_KEPT = 10_000  # conversations whose last answer's usage /status can show
 
-# Outcomes of one incoming message, as the engine decided it.
-OUTCOMES = (
-    "answered",
-    "failed",
-    "denied",
-    "command",
-    "duplicate",
-    "cancelled",
-    "undelivered",
-    "late",
-    "refused",
-)
+# Outcomes of one incoming message, as the engine decided it (`core.outcome`).
+OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 
 class LastUsage:

@@ -62,6 +62,11 @@ class IncomingMessage:
     It carries only what answering needs (it is stored as it is in the
     inbox): no display name or other profile data of the sender.
 
+    `order` is the platform's own order of the conversation's messages
+    (Telegram `message_id`, Slack `ts` in microseconds, a Discord snowflake),
+    0 where it has none; a conversation's messages are answered in this
+    order, arrival order where it is 0.
+
     `sent_at` is the wall time the user sent it, set for a message fetched
     late (Discord's catch-up after a restart); 0 means it arrived as it was
     sent. The inbox entry's `received_at` is the earlier of the two, so
@@ -73,6 +78,7 @@ class IncomingMessage:
     _: KW_ONLY
     event_id: str = ""
     reply_address: str = ""
+    order: int = 0
     # Not stored and not compared: the inbox entry's `received_at` carries it.
     sent_at: float = field(default=0.0, compare=False)
 

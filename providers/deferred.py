@@ -42,8 +42,14 @@ class DeferredProvider:
             self._real = self._build()
         return self._real
 
-    def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
-        return self._provider().stream(prompt)
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        if self._real is None:
+            # A first answer before `warm` finished waits for the import off
+            # the event loop too: a loop blocked on the import lock for
+            # seconds would let a replica's conversation lease expire.
+            await self.warm()
+        async for event in self._provider().stream(prompt):
+            yield event
 
     async def aclose(self) -> None:
         if self._real is not None:

@@ -78,6 +78,43 @@ def test_core_outside_the_composition_root_imports_no_edge() -> None:
     assert offenders == []
 
 
+STORE = "chatbridge.core.store"
+STORE_CONTRACT = "chatbridge.core.store.base"  # the Store protocol and its errors
+
+
+@cache
+def external_imports() -> dict[str, set[str]]:
+    """Module -> every top-level package it imports (redis, sqlite3, ...)."""
+    return {
+        _module_name(path): {name.split(".")[0] for name in _imports(path, _module_name(path))}
+        for folder in FOLDERS
+        for path in (REPO / folder).rglob("*.py")
+    }
+
+
+def _backend_offenders() -> list[str]:
+    """Core modules outside the composition root and the store that import
+    `redis` or a store backend (issue 15: the engine and the schedulers know
+    the `Store` contract only; core/app picks the backend)."""
+    outside = [
+        m
+        for m in graph()
+        if _within(m, "chatbridge.core") and not _within(m, ROOT) and not _within(m, STORE)
+    ]
+    found = [f"{m} -> redis" for m in outside if "redis" in external_imports()[m]]
+    found += [
+        f"{m} -> {imported}"
+        for m in outside
+        for imported in graph()[m]
+        if _within(imported, STORE) and imported != STORE_CONTRACT
+    ]
+    return sorted(found)
+
+
+def test_core_outside_the_root_and_the_store_imports_no_redis_nor_a_backend() -> None:
+    assert _backend_offenders() == []
+
+
 def test_platforms_and_providers_never_import_each_other_or_the_root() -> None:
     rules = (
         ("chatbridge.platforms", ("chatbridge.providers", ROOT)),
@@ -143,3 +180,6 @@ def test_the_checks_can_fail() -> None:
     assert "chatbridge.core.ports" in graph()["chatbridge.platforms.telegram._outbox"]
     assert "chatbridge.config" in graph()["chatbridge.core.app.wiring"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert "redis" in external_imports()["chatbridge.core.store._redis_lease"]
+    assert "chatbridge.core.store.base" in graph()["chatbridge.core.engine"]
+    assert "chatbridge.core.store" in graph()["chatbridge.core.app.wiring"]

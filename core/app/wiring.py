@@ -28,6 +28,8 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.engine import Engine
 from chatbridge.core.ledger import Limits
 from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Price, ProviderTerms
+from chatbridge.core.ports.scheduling import ConversationScheduler
+from chatbridge.core.scheduling import LocalScheduler
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store import Store, open_store
 from chatbridge.providers.base import Provider
@@ -173,35 +175,33 @@ async def store_from_config(config: ChatbridgeConfig) -> Store:
     )
 
 
+def scheduler_for(
+    config: ChatbridgeConfig, store: Store, *, clock: Clock | None
+) -> ConversationScheduler:
+    """In-process ordering for one process; with the redis store the engine is
+    a replica: conversation leases and cancel notices in Redis, a lease
+    expiring `engine.lease_ttl` s after its holder died."""
+    if config.memory.backend != "redis":
+        return LocalScheduler()
+    from chatbridge.core.store._redis_lease import replicated_scheduler
+    from chatbridge.core.store.redis_store import RedisStore
+
+    assert isinstance(store, RedisStore)
+    return replicated_scheduler(store, ttl=config.engine.lease_ttl, clock=clock)
+
+
 @contextlib.asynccontextmanager
 async def engine_from_config(
     config: ChatbridgeConfig,
     *,
     environ: Mapping[str, str],
     clock: Clock | None = None,
-    lease_ttl: float | None = None,
 ) -> AsyncIterator[tuple[Engine, ProviderChoice]]:
-    """An engine with its store open and provider built; both closed on exit.
-
-    With the redis store the engine is a replica: conversation leases (and
-    cancel notices) in Redis, expiring `lease_ttl` s (default
-    `engine.lease_ttl`) after a holder died.
-    """
+    """An engine with its store open, provider built and scheduler chosen by
+    the store backend (`scheduler_for`); store and provider closed on exit."""
     store = await store_from_config(config)
     try:
         choice = choose_provider(config, environ)
-        ttl = lease_ttl or config.engine.lease_ttl
-        replica: dict[str, Any] = {}
-        if config.memory.backend == "redis":
-            from chatbridge.core.store._redis_lease import RedisLeases, RedisNotices
-            from chatbridge.core.store.redis_store import RedisStore
-
-            assert isinstance(store, RedisStore)
-            replica = {
-                "leases": RedisLeases(store, ttl=ttl),
-                "notices": RedisNotices(store),
-                "lease_ttl": ttl,
-            }
         try:
             engine = Engine(
                 settings_from_config(config),
@@ -209,8 +209,8 @@ async def engine_from_config(
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
+                scheduler=scheduler_for(config, store, clock=clock),
                 limits=gate_from_config(config, store, clock),
-                **replica,
             )
             yield engine, choice
         finally:

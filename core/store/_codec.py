@@ -130,7 +130,14 @@ def message_to_json(m: IncomingMessage) -> dict[str, str]:
     for name, value in zip(MESSAGE_FIELDS, values, strict=True):
         if not isinstance(value, str):
             raise TypeError(f"inbox message field {name} must be a str, not {type(value).__name__}")
-    return dict(zip(MESSAGE_FIELDS, values, strict=True))
+    stored = dict(zip(MESSAGE_FIELDS, values, strict=True))
+    if m.order:
+        if not isinstance(m.order, int):
+            raise TypeError(
+                f"inbox message field order must be an int, not {type(m.order).__name__}"
+            )
+        stored["order"] = str(m.order)  # a string like the rest; absent for 0
+    return stored
 
 
 def sent_to_json(sent: tuple[str, ...]) -> list[str]:
@@ -152,8 +159,15 @@ def message_from_json(raw: Any) -> IncomingMessage:
     except ValueError:
         raise ValueError("the message has an unknown chat kind") from None
     c = Conversation(raw["platform"], raw["chat"], raw["user"], raw["thread"], kind)
+    order = raw.get("order", "0")
+    if not isinstance(order, str) or not order.isdigit():
+        raise ValueError("the message's order is not a number")
     return IncomingMessage(
-        c, raw["text"], event_id=raw["event_id"], reply_address=raw["reply_address"]
+        c,
+        raw["text"],
+        event_id=raw["event_id"],
+        reply_address=raw["reply_address"],
+        order=int(order),
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from chatbridge.core.models import InboxEntry
+from chatbridge.core.models import Conversation, InboxEntry
 from chatbridge.core.store._codec import (
     answer_to_json,
     message_from_json,
@@ -49,10 +49,12 @@ local function check(i, want)
   if t ~= 'none' and t ~= want then return {KEYS[i], 'it is a ' .. t .. ', not a ' .. want} end
 end
 """
-# KEYS: entry, done marker, pending, seq.  ARGV: member, received_at, cutoff (a
-# marker at or after it refuses), message, sent, answer, has_answer, ttl_ms.
+# KEYS: entry, done marker, pending, seq, the conversation's pending.  ARGV:
+# member, received_at, cutoff (a marker at or after it refuses), message, sent,
+# answer, has_answer, ttl_ms, conversation.
 _ADD = _lua("""
 local bad = check(1, 'hash') or check(2, 'string') or check(3, 'zset') or check(4, 'string')
+  or check(5, 'zset')
 if bad then return bad end
 local seq = redis.call('GET', KEYS[4])
 if seq and not string.match(seq, '^%d+$') then return {KEYS[4], 'it is not a counter'} end
@@ -64,11 +66,13 @@ if done then
   if at >= tonumber(ARGV[3]) then return 0 end
 end
 local n = redis.call('INCR', KEYS[4])
-redis.call('HSET', KEYS[1], 'received_at', ARGV[2], 'seq', n, 'message', ARGV[4], 'sent', ARGV[5])
+redis.call('HSET', KEYS[1], 'received_at', ARGV[2], 'seq', n, 'message', ARGV[4], 'sent', ARGV[5],
+  'conversation', ARGV[9])
 if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'answer', ARGV[6]) end
 redis.call('DEL', KEYS[2])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
-for i = 1, 4 do if i ~= 2 then redis.call('PEXPIRE', KEYS[i], ARGV[8]) end end
+redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
+for i = 1, 5 do if i ~= 2 then redis.call('PEXPIRE', KEYS[i], ARGV[8]) end end
 return 1
 """)
 # KEYS: entry.  ARGV: sent, answer, has_answer.
@@ -80,10 +84,19 @@ redis.call('HSET', KEYS[1], 'sent', ARGV[1])
 if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'answer', ARGV[2]) end
 return 1
 """)
-# KEYS: entry, pending, done marker.  ARGV: member, now, window_ms.
+# KEYS: entry, pending, done marker.  ARGV: member, now, window_ms, the prefix
+# of the conversations' pending sets (their key is in the entry's hash, so an
+# entry added before that field existed has none to leave).
 _DONE = _lua("""
 local bad = check(1, 'hash') or check(2, 'zset') or check(3, 'string')
 if bad then return bad end
+local conversation = redis.call('HGET', KEYS[1], 'conversation')
+if conversation then
+  local of = ARGV[4] .. conversation
+  local t = redis.call('TYPE', of).ok
+  if t ~= 'none' and t ~= 'zset' then return {of, 'it is a ' .. t .. ', not a zset'} end
+  redis.call('ZREM', of, ARGV[1])
+end
 local gone = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if gone == 1 then redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3]) end
@@ -116,10 +129,15 @@ class RedisInbox(RedisConnection):
     def _inbox_seq_key(self) -> str:
         return f"{self._prefix}inbox-seq"
 
+    def _inbox_of_prefix(self) -> str:
+        return f"{self._prefix}inbox-of:"
+
     async def inbox_add(self, entry: InboxEntry) -> bool:
         key = entry.key
         keys = [self._inbox_key(key), self._inbox_done_key(key)]
         keys += [self._inbox_pending_key(), self._inbox_seq_key()]
+        conversation = entry.message.conversation.key
+        keys.append(self._inbox_of_prefix() + conversation)
         args = [
             key,
             repr(entry.received_at),
@@ -129,6 +147,7 @@ class RedisInbox(RedisConnection):
             answer_to_json(entry.answer) or "",
             "0" if entry.answer is None else "1",
             str(self._ttl_ms),
+            conversation,
         ]
         return bool(await self._script(_ADD, keys, args) == 1)
 
@@ -148,7 +167,14 @@ class RedisInbox(RedisConnection):
         Members whose entry expired (nobody finished it within `ttl`) are
         skipped and removed from inbox-pending.
         """
-        pkey = self._inbox_pending_key()
+        return await self._entries(self._inbox_pending_key())
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The conversation's set only: two round trips, whatever else is pending."""
+        return await self._entries(self._inbox_of_prefix() + conversation.key)
+
+    async def _entries(self, pkey: str) -> list[InboxEntry]:
+        """The entries listed in the sorted set `pkey`, in (received_at, seq) order."""
         (members,) = await self._read([(pkey, "zrange", (0, -1))])
         hkeys = [self._inbox_key(m) for m in members]
         rows = await self._read([(h, "hgetall", ()) for h in hkeys], transaction=True)
@@ -193,7 +219,7 @@ class RedisInbox(RedisConnection):
 
     def _done_call(self, key: str) -> tuple[list[str], list[str]]:
         keys = [self._inbox_key(key), self._inbox_pending_key(), self._inbox_done_key(key)]
-        return keys, [key, repr(time.time()), str(_WINDOW_MS)]
+        return keys, [key, repr(time.time()), str(_WINDOW_MS), self._inbox_of_prefix()]
 
     async def _script(self, script: _Lua, keys: list[str], args: list[str]) -> Any:
         """EVALSHA (EVAL if the server lacks it); a ``[key, reason]`` reply raises

@@ -1,5 +1,7 @@
 """Per-conversation leases in Redis, so several replicas answer one conversation
-one message at a time (`core.ordering.ConversationLeases`).
+one message at a time (`core.ports.scheduling.ConversationLeases`), cancel
+notices over pub/sub, and `replicated_scheduler`, which puts them together
+with the shared inbox.
 
 Keys (``P`` is the store's prefix)::
 
@@ -35,21 +37,37 @@ from typing import Any
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockError
 
-from chatbridge.core.ordering import KeyedLocks, Lease
+from chatbridge.core.clock import Clock
+from chatbridge.core.ports.scheduling import Lease
+from chatbridge.core.scheduling import KeyedLocks, SharedInboxScheduler
 from chatbridge.core.store._redis_conn import RedisConnection
+from chatbridge.core.store._redis_inbox import RedisInbox
 
 __all__ = [
-    "DEFAULT_LEASE_TTL",
     "RedisLeases",
     "RedisNotices",
     "fence_key",
     "lease_key",
+    "replicated_scheduler",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL = 30.0
 DEFAULT_POLL = 0.05
+
+
+def replicated_scheduler(
+    store: RedisInbox, *, ttl: float, clock: Clock | None = None, poll: float = DEFAULT_POLL
+) -> SharedInboxScheduler:
+    """The scheduler of a replica: leases and notices in `store`'s Redis, the
+    inbox it shares with the other replicas."""
+    return SharedInboxScheduler(
+        store,
+        RedisLeases(store, ttl=ttl, poll=poll),
+        RedisNotices(store),
+        lease_ttl=ttl,
+        clock=clock,
+    )
 
 
 def lease_key(prefix: str, conversation: str) -> str:
@@ -71,7 +89,7 @@ class RedisLeases:
         self,
         store: RedisConnection,
         *,
-        ttl: float = DEFAULT_LEASE_TTL,
+        ttl: float,
         poll: float = DEFAULT_POLL,
     ) -> None:
         if ttl <= 0 or poll <= 0:
@@ -85,17 +103,22 @@ class RedisLeases:
     async def hold(self, key: str) -> AsyncIterator[Lease]:
         async with self._local.hold(key):
             lock, fence = await self._acquire(key)
-            keeper = asyncio.create_task(self._keep(lock, key))
+            stop = asyncio.Event()
+            keeper = asyncio.create_task(self._keep(lock, key, stop))
             try:
                 yield Lease(key, fence)
             finally:
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
+                # Told, not cancelled: redis-py can hang on a command
+                # cancelled midway, so an extension under way completes.
+                stop.set()
+                await keeper
                 await self._release(lock, key)
 
-    def users(self, key: str) -> int:
-        return self._local.users(key)
+    async def is_held(self, key: str) -> bool:
+        """True while a replica (this one or another) holds `key`'s lease."""
+        store = self._store
+        with store._errors("lease"):
+            return bool(await store._conn().exists(lease_key(store._prefix, key)))
 
     async def _acquire(self, key: str) -> tuple[Lock, int]:
         store = self._store
@@ -122,10 +145,12 @@ class RedisLeases:
                 raise
         return lock, int(fence)
 
-    async def _keep(self, lock: Lock, key: str) -> None:
-        """Extend the lease every ttl/3 until cancelled or lost."""
+    async def _keep(self, lock: Lock, key: str, stop: asyncio.Event) -> None:
+        """Extend the lease every ttl/3 until `stop` is set or the lease is lost."""
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.ttl / 3)
+                return
             try:
                 await lock.reacquire()
             except LockError:

@@ -9,7 +9,12 @@ from pathlib import Path
 from chatbridge.core.store._codec import fsync_dir
 from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
 from chatbridge.core.store._sqlite_cursors import CURSORS_MARKER, CURSORS_TABLE
-from chatbridge.core.store._sqlite_inbox import INBOX_MARKER, INBOX_TABLE
+from chatbridge.core.store._sqlite_inbox import (
+    CONVERSATION_MARKER,
+    CONVERSATION_MIGRATION,
+    INBOX_MARKER,
+    INBOX_TABLE,
+)
 from chatbridge.core.store._sqlite_ledger import LEDGER_MARKER, LEDGER_TABLES
 from chatbridge.core.store._sqlite_links import LINKS_MARKER, LINKS_TABLES
 from chatbridge.core.store._sqlite_wal import WalMarker
@@ -104,6 +109,10 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
             db.execute(FORGOTTEN_TABLE)  # a file made before tombstones existed
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (INBOX_MARKER,)).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {INBOX_TABLE} COMMIT;")  # made before the inbox
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (CONVERSATION_MARKER,)
+        ).fetchone():  # an inbox made before its per-conversation index
+            db.executescript(f"BEGIN IMMEDIATE; {CONVERSATION_MIGRATION} COMMIT;")
         if not db.execute(
             "SELECT 1 FROM sqlite_master WHERE name = ?", (CURSORS_MARKER,)
         ).fetchone():

@@ -18,7 +18,13 @@ entry) and, inside the commit's transaction, one UPDATE by the unique key (the
 row, in place, and an entry at the end of the partial index on `done_at`,
 which holds done markers only). Pruning old markers is one range delete on
 that index every `PRUNE_EVERY` adds of a process. `pending()` scans the table
-(an hour's markers at most), which only start-up does.
+(an hour's markers at most), which only start-up and a replica's sweep do.
+
+`conversation` (the conversation's key, NULLed when done like the message)
+has a partial index over pending rows only, so `PENDING_OF`, a
+conversation's pending rows, reads that conversation's rows and no other
+backlog. Files made before it get the column and the index at connect
+(`CONVERSATION_MIGRATION`), filled in for the rows still pending.
 """
 
 from __future__ import annotations
@@ -41,29 +47,44 @@ from chatbridge.core.store.base import DEDUPE_WINDOW
 INBOX_TABLE = """
 CREATE TABLE IF NOT EXISTS inbox(
     id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, received_at REAL NOT NULL,
-    message TEXT, answer TEXT, sent TEXT, done_at REAL);
+    message TEXT, answer TEXT, sent TEXT, done_at REAL, conversation TEXT);
 CREATE INDEX IF NOT EXISTS inbox_done_at ON inbox(done_at) WHERE done_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS inbox_conversation ON inbox(conversation) WHERE done_at IS NULL;
 """
 # What `connect` looks for: created last, so its presence means both exist.
 INBOX_MARKER = "inbox_done_at"
+CONVERSATION_MARKER = "inbox_conversation"
+CONVERSATION_MIGRATION = """
+ALTER TABLE inbox ADD COLUMN conversation TEXT;
+UPDATE inbox SET conversation = json_extract(message, '$.platform') || ':'
+    || json_extract(message, '$.chat') || ':' || json_extract(message, '$.thread') || ':'
+    || json_extract(message, '$.user')
+WHERE done_at IS NULL AND json_valid(message);
+CREATE INDEX inbox_conversation ON inbox(conversation) WHERE done_at IS NULL;
+"""
 PRUNE_EVERY = 256
 
 # ?6 is the cutoff: a marker done before it no longer refuses the key.
 _ADD = """
-INSERT INTO inbox(key, received_at, message, answer, sent) VALUES (?1, ?2, ?3, ?4, ?5)
+INSERT INTO inbox(key, received_at, message, answer, sent, conversation)
+VALUES (?1, ?2, ?3, ?4, ?5, ?7)
 ON CONFLICT(key) DO UPDATE SET id = (SELECT max(id) + 1 FROM inbox),
     received_at = excluded.received_at, message = excluded.message,
-    answer = excluded.answer, sent = excluded.sent, done_at = NULL
+    answer = excluded.answer, sent = excluded.sent, done_at = NULL,
+    conversation = excluded.conversation
 WHERE inbox.done_at < ?6"""
 _PRUNE = "DELETE FROM inbox WHERE done_at < ?"
 _PROGRESS = """
 UPDATE inbox SET sent = ?1, answer = coalesce(?2, answer) WHERE key = ?3 AND done_at IS NULL"""
 _DONE = """
-UPDATE inbox SET message = NULL, answer = NULL, sent = NULL, done_at = ?
+UPDATE inbox SET message = NULL, answer = NULL, sent = NULL, conversation = NULL, done_at = ?
 WHERE key = ? AND done_at IS NULL"""
 PENDING = """
 SELECT key, received_at, message, answer, sent FROM inbox
 WHERE done_at IS NULL ORDER BY received_at, id"""
+PENDING_OF = """
+SELECT key, received_at, message, answer, sent FROM inbox
+WHERE done_at IS NULL AND conversation = ? ORDER BY received_at, id"""
 IS_PENDING = "SELECT 1 FROM inbox WHERE key = ? AND done_at IS NULL"
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -73,7 +94,8 @@ def add(db: sqlite3.Connection, entry: InboxEntry, *, prune: bool) -> bool:
     with `prune`, first drop every marker older than the window."""
     cutoff = entry.received_at - DEDUPE_WINDOW
     message, answer = _encode(message_to_json(entry.message)), answer_to_json(entry.answer)
-    row = (entry.key, entry.received_at, message, answer, _sent(entry.sent), cutoff)
+    conversation = entry.message.conversation.key
+    row = (entry.key, entry.received_at, message, answer, _sent(entry.sent), cutoff, conversation)
     if prune:
         db.execute(_PRUNE, (cutoff,))
     return db.execute(_ADD, row).rowcount == 1

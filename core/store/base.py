@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
-from chatbridge.core.models import ChannelCursor, Exchange, InboxEntry, MemoryEntry, Session, Usage
+from chatbridge.core.models import (
+    ChannelCursor,
+    Conversation,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Usage,
+)
 
 
 class Store(Protocol):
@@ -78,6 +86,8 @@ class Store(Protocol):
     async def inbox_done(self, key: str) -> None: ...
 
     async def inbox_pending(self) -> list[InboxEntry]: ...
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]: ...
 
     async def inbox_is_pending(self, key: str) -> bool: ...
 
@@ -202,6 +212,12 @@ class Inbox(Protocol):
 
     async def inbox_pending(self) -> list[InboxEntry]:
         """Every entry not done, oldest `received_at` first."""
+        ...
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The entries of `conversation` not done, oldest `received_at` first
+        (ties in the order they were added). Reads that conversation's entries
+        only, whatever else is pending (an index, a set per conversation)."""
         ...
 
     async def inbox_is_pending(self, key: str) -> bool:

@@ -15,6 +15,7 @@ from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snap
 from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
+    Conversation,
     Exchange,
     InboxEntry,
     MemoryEntry,
@@ -271,6 +272,12 @@ class JsonStore:
     async def inbox_pending(self) -> list[InboxEntry]:
         """Oldest `received_at` first; `sorted` is stable, so ties keep insertion order."""
         return sorted(self._live().inbox.values(), key=lambda e: e.received_at)
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The conversation's pending entries, oldest first: a filter in memory
+        (one process only, and its pending entries are few)."""
+        mine = [e for e in self._live().inbox.values() if e.message.conversation == conversation]
+        return sorted(mine, key=lambda e: e.received_at)
 
     async def inbox_is_pending(self, key: str) -> bool:
         return key in self._live().inbox

@@ -22,6 +22,7 @@ from chatbridge.core.ledger import (
 from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
     ChannelCursor,
+    Conversation,
     Exchange,
     InboxEntry,
     MemoryEntry,
@@ -274,11 +275,15 @@ class SqliteStore:
         reported by its key; it stays in the table, unanswerable."""
         return self._pending(self._conn())
 
-    def _pending(self, db: sqlite3.Connection) -> list[InboxEntry]:
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The conversation's pending entries, oldest first, by its index."""
+        return self._pending(self._conn(), _sqlite_inbox.PENDING_OF, (conversation.key,))
+
+    def _pending(
+        self, db: sqlite3.Connection, sql: str = _sqlite_inbox.PENDING, args: tuple[str, ...] = ()
+    ) -> list[InboxEntry]:
         try:
-            rows = self._rows.read(
-                db, _sqlite_inbox.PENDING, (), table="inbox", columns=_INBOX_COLS
-            )
+            rows = self._rows.read(db, sql, args, table="inbox", columns=_INBOX_COLS)
         except sqlite3.Error as err:
             raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
         found = self._rows.parsed("inbox", rows, lambda row: _sqlite_inbox.entries([row]))

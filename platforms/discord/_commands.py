@@ -86,6 +86,7 @@ def interaction_message(interaction: discord.Interaction, text: str) -> Incoming
         text=text,
         event_id=str(interaction.id),
         reply_address=json.dumps(address),
+        order=interaction.id,  # a snowflake, in the same order as messages
     )
 
 

@@ -106,6 +106,7 @@ def accept(
         ),
         text=text,
         event_id=str(message.id),
+        order=message.id,  # a snowflake: grows with time
         reply_address=encode_address(Address(channel.id, reply_to, open_thread)),
     )
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 
-__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message"]
+__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
 
 PLATFORM = "slack"
 _MAX_THREADS = 10_000  # remembered threads; the oldest are forgotten first
@@ -113,4 +113,14 @@ def to_message(
         text=strip_mention(text, me.user_id),
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
+        order=ts_order(ts),
     )
+
+
+def ts_order(ts: str) -> int:
+    """A message `ts` ("1700000000.123456") as microseconds, the conversation's
+    order; 0 (arrival order) for one that is not such a number."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or not (fraction.isdigit() or fraction == ""):
+        return 0
+    return int(seconds) * 1_000_000 + int(fraction.ljust(6, "0")[:6])

@@ -84,6 +84,7 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             text=text,
             event_id=str(update.update_id),
             reply_address=encode_address(msg.chat.id, thread, reply_to),
+            order=msg.message_id,  # increases within a chat: the conversation's order
         ),
     )
 

@@ -10,6 +10,7 @@ import pytest
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.core.scheduling import LocalScheduler
 from chatbridge.core.store.base import StoreError
 from chatbridge.providers.base import ProviderUnavailable
 from chatbridge.providers.fallback import FallbackProvider
@@ -181,8 +182,16 @@ async def test_cancel_policy_answers_only_the_newest_of_a_burst(tmp_path: Path) 
     assert replies == ["", "", "zu m3"]
     ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["m3"]
-    assert bot.engine._newest == {}, "cancel bookkeeping must not grow"
-    assert len(bot.engine._leases) == 0  # type: ignore[arg-type]
+    scheduler = bot.engine.scheduler
+    assert isinstance(scheduler, LocalScheduler)
+    if scheduler._tasks:  # the drivers end right after the last close
+        await asyncio.wait(set(scheduler._tasks), timeout=5)
+    assert scheduler.idle()
+    assert scheduler._queues == {}, "bookkeeping must not grow"
+    assert scheduler._drivers == {}
+    assert scheduler._queued == set()
+    assert scheduler._inflight == {}
+    assert len(scheduler._locks) == 0
     await bot.engine.store.aclose()
 
 

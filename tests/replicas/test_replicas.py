@@ -31,8 +31,14 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
+from chatbridge.core.scheduling import SharedInboxScheduler
 from chatbridge.core.store import LeaseLost, RedisStore
-from chatbridge.core.store._redis_lease import RedisLeases, RedisNotices, fence_key, lease_key
+from chatbridge.core.store._redis_lease import (
+    RedisLeases,
+    fence_key,
+    lease_key,
+    replicated_scheduler,
+)
 from chatbridge.core.texts import say
 from tests.core.store.helpers import purge_redis
 from tests.support.fakes import RecordingOutbox
@@ -82,7 +88,13 @@ class TrackingProvider:
 class Replica:
     engine: Engine
     store: RedisStore
-    leases: RedisLeases
+    scheduler: SharedInboxScheduler
+
+    @property
+    def leases(self) -> RedisLeases:
+        leases = self.scheduler._leases
+        assert isinstance(leases, RedisLeases)
+        return leases
 
 
 @pytest.fixture
@@ -107,23 +119,21 @@ async def make(prefix: str) -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
     ) -> Replica:
         store = RedisStore(redis_url(), max_entries=100, prefix=prefix)
         await store.open()
-        leases = RedisLeases(store, ttl=TTL, poll=0.01)
+        scheduler = replicated_scheduler(store, ttl=TTL, poll=0.01)
         settings = EngineSettings(language="en", inject_entries=0, cancel_on_new_message=cancel)
         engine = Engine(
             settings,
             store=store,
             provider=provider,
             access=AccessPolicy(allow=tuple(f"telegram:{c}" for c in range(1, 30))),
-            leases=leases,
-            notices=RedisNotices(store),
-            lease_ttl=TTL,
+            scheduler=scheduler,
         )
         engine.attach(
             "telegram", lambda m: chats.setdefault(m.conversation.chat, RecordingOutbox())
         )
         if sweep:
             await engine.resume()
-        replica = Replica(engine, store, leases)
+        replica = Replica(engine, store, scheduler)
         made.append(replica)
         return replica
 
@@ -241,7 +251,7 @@ async def test_what_a_dead_replica_received_is_answered_by_another(make) -> None
     dead.leases._keep = no_keep
     assert await dead.engine.accept(_message("4", "c4m1"))
     await _until(lambda: _true(bool(stuck.streams)), 2)
-    for task in list(dead.engine._tasks):  # it dies: the lease stays until its ttl
+    for task in list(dead.scheduler._tasks):  # it dies: the lease stays until its ttl
         task.cancel()
     provider = TrackingProvider()
     alive = await make(provider, chats)
@@ -290,7 +300,9 @@ async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str)
         await store.aclose()
 
 
-async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(make, prefix: str) -> None:
+async def test_an_answer_whose_lease_was_lost_is_finished_by_the_next_holder(
+    make, prefix: str
+) -> None:
     provider, chats = TrackingProvider(), Chats()
     replica = await make(provider, chats, sweep=False)
     provider.gate = asyncio.Event()
@@ -302,11 +314,15 @@ async def test_an_answer_whose_lease_was_lost_is_left_for_the_new_holder(make, p
     finally:
         await client.aclose()
     provider.gate.set()
-    await _until(lambda: _true(not replica.engine._tasks), 3)
+    # The stale holder's commit is refused; the next holder of the lease (here
+    # the same replica, taking it anew) finishes the recorded answer by editing.
+    await _until(_answered(chats, replica.store, {"6": 1}), 5)
     assert chats["6"].texts == ["re c6m1"]
     assert say("en", "not_stored") not in chats["6"].texts
-    assert [e.key for e in await replica.store.inbox_pending()] == ["telegram:e6"]
-    assert await replica.store.load_session("telegram:6::6") is None
+    assert provider.streams == ["c6m1"], "the recorded answer is not asked for again"
+    session = await replica.store.load_session("telegram:6::6")
+    assert session is not None
+    assert [t.content for t in session.turns] == ["c6m1", "re c6m1"]
 
 
 async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:
@@ -319,3 +335,26 @@ async def test_cancel_mode_cancels_the_reply_on_another_replica(make) -> None:
     await _until(lambda: _true(any(m.text == "re c7m2" for m in chats["7"].messages)), 5)
     ring = await a.store.ring("telegram:7", since=0.0)
     assert [e.user_message for e in ring] == ["c7m2"]
+
+
+class BuggyProvider(TrackingProvider):
+    """A provider with a bug: it raises something none of our error types cover."""
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[StreamEvent]:
+        self.streams.append(prompt.messages[-1].content)
+        raise RuntimeError("a bug in the provider")
+        yield TextDelta("")  # an async generator, like a real stream
+
+
+async def test_an_unexpected_error_is_told_once_not_on_every_sweep(make) -> None:
+    provider, chats = BuggyProvider(), Chats()
+    a, b = await make(provider, chats), await make(provider, chats)
+    assert await a.engine.accept(_message("8", "c8m1"))
+    # Closed as failed (nothing pending) after one sentence, on one replica.
+    await _until(_answered(chats, a.store, {"8": 1}), 5)
+    started = time.monotonic()
+    await _until(lambda: _true(time.monotonic() - started > 1.5 * TTL), 3 * TTL)
+    assert await a.scheduler.sweep() == 0
+    assert await b.scheduler.sweep() == 0
+    assert chats["8"].texts == [say("en", "internal_error")]
+    assert provider.streams == ["c8m1"]

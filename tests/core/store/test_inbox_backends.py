@@ -227,11 +227,12 @@ async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path
             "inbox:telegram:1": "dict",
             "inbox-pending": "list",  # a zset, read as its members
             "inbox-seq": "str",
+            "inbox-of:telegram:1::1": "list",  # the conversation's pending, a zset
         }
         fields = keys[f"{prefix}inbox:telegram:1"]
         assert isinstance(fields, dict)
-        assert set(fields) == {"received_at", "seq", "message", "sent"}
-        for name in ("inbox:telegram:1", "inbox-pending", "inbox-seq"):
+        assert set(fields) == {"received_at", "seq", "message", "sent", "conversation"}
+        for name in ("inbox:telegram:1", "inbox-pending", "inbox-seq", "inbox-of:telegram:1::1"):
             assert 590_000 < await raw.pttl(prefix + name) <= 600_000, name
 
         await store.inbox_done("telegram:1")
