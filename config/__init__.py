@@ -22,6 +22,7 @@ from ._models import (
 )
 from ._platforms import DiscordConfig, PlatformsConfig, SlackConfig, TelegramConfig
 from ._providers import ProviderConfig, ProvidersConfig
+from ._scopes import ScopeSettings, TopLevel, check_scope_id, scope_platform, top_level_of
 from ._secret_files import SecretFileError, env_secret
 from ._summary import describe_store, summarize
 from ._urls import mask_url, url_secrets
@@ -44,10 +45,13 @@ __all__ = [
     "Prices",
     "ProviderConfig",
     "ProvidersConfig",
+    "ScopeSettings",
     "SecretFileError",
     "ServerConfig",
     "SlackConfig",
     "TelegramConfig",
+    "TopLevel",
+    "check_scope_id",
     "check_user_id",
     "describe_store",
     "env_secret",
@@ -56,6 +60,8 @@ __all__ = [
     "mask_url",
     "parse_duration",
     "resolve_config_path",
+    "scope_platform",
     "summarize",
+    "top_level_of",
     "url_secrets",
 ]

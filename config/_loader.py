@@ -26,6 +26,7 @@ from ._issues import issues_from_validation, line_for
 from ._models import BASE_DIR, ChatbridgeConfig
 from ._platforms import MODE_FROM_ENVIRONMENT
 from ._schema import prune_nulls
+from ._scopes import scope_platform
 from ._secret_files import FILE_SUFFIX, read_file_keys, split_file_keys
 from ._yaml import parse_yaml
 
@@ -159,7 +160,25 @@ def load_config_text(
         values = [environ.get(name, "") for name in referenced]
         issues = [_without_values(issue, values) for issue in issues]
         raise ConfigError(sorted(issues, key=lambda issue: issue.line or 0))
+    config._warnings = tuple(_warnings(config, source, parsed.lines))
     return config
+
+
+def _warnings(config: ChatbridgeConfig, source: str, lines: dict[Loc, int]) -> list[ConfigIssue]:
+    """A scope for a platform that is not enabled: kept, but it applies to nothing yet."""
+    enabled = set(config.platforms.enabled)
+    found = []
+    for scope_id in config.scopes:
+        platform = scope_platform(scope_id)
+        if platform not in enabled:
+            loc: Loc = ("scopes", scope_id)
+            message = (
+                f"warning: platforms.{platform} is not enabled, so this scope applies to "
+                "nothing until it is"
+            )
+            line = line_for(lines, loc)
+            found.append(ConfigIssue(file=source, line=line, path=format_loc(loc), message=message))
+    return found
 
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")

@@ -6,15 +6,17 @@ import zoneinfo
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ._base import Section
 from ._duration import Duration, LongDuration
-from ._errors import Loc, raise_if
+from ._errors import ConfigIssue, Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
 from ._limits import LimitsConfig, usd_limit_issues
+from ._media import MediaConfig
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
+from ._scopes import ScopeId, ScopeSettings, empty_scopes_as_mappings
 from ._urls import url_is_usable
 
 __all__ = [
@@ -188,6 +190,24 @@ class ChatbridgeConfig(Section):
     """HTTP listener."""
     logging: LoggingConfig = LoggingConfig()
     """Log level and format."""
+    scopes: dict[ScopeId, ScopeSettings] = Field(default_factory=dict)
+    """Settings for one place (platform, server/workspace, channel/chat); the most
+    specific scope matching a message's place wins, key by key."""
+
+    _warnings: tuple[ConfigIssue, ...] = PrivateAttr(default=())
+
+    @property
+    def warnings(self) -> tuple[ConfigIssue, ...]:
+        """What the loader found worth saying that is no error (`FILE:LINE: key: message`)."""
+        return self._warnings
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _empty_scopes(cls, value: object) -> object:
+        return empty_scopes_as_mappings(value)
+
+    media: MediaConfig = MediaConfig()
+    """Photos, voice messages and files."""
     limits: LimitsConfig = LimitsConfig()
     """Token, message and cost limits per person (see `LimitValues`)."""
 
@@ -208,6 +228,17 @@ class ChatbridgeConfig(Section):
                     msg = f"{member} already belongs to identity {owner[member]!r}"
                     issues.append((("identities", name, index), msg))
                 owner.setdefault(member, name)
+        entries = list(self.providers.entries)
+        for scope_id, scope in self.scopes.items():
+            if scope.provider is not None and scope.provider not in entries:
+                known = ", ".join(entries) if entries else "none are configured"
+                hint = did_you_mean(scope.provider, entries)
+                message = f"no provider named {scope.provider!r}{hint} (known: {known})"
+                issues.append((("scopes", scope_id, "provider"), message))
+            if scope.model is not None and not entries:
+                message = "a scope's model needs a providers entry (none are configured)"
+                issues.append((("scopes", scope_id, "model"), message))
+        issues += _transcription_issues(self)
         if "providers" in self.model_fields_set:  # `only=` sections leave providers out
             chain = self.providers.chain or tuple(self.providers.entries)
             unpriced = [n for n in chain if self.providers.entries[n].prices is None]
@@ -216,3 +247,29 @@ class ChatbridgeConfig(Section):
         issues += usd_limit_issues(self.limits, unpriced, identities=dict(self.identities))
         raise_if(issues)
         return self
+
+
+def _transcription_issues(config: ChatbridgeConfig) -> list[tuple[Loc, str]]:
+    """`media.transcription.provider` must name an `openai` entry."""
+    chosen = config.media.transcription
+    if chosen is None:
+        return []
+    entries = config.providers.entries
+    where: Loc = ("media", "transcription", "provider")
+    if chosen.provider not in entries:
+        return [
+            (
+                where,
+                f"no provider entry named {chosen.provider!r}"
+                f"{did_you_mean(chosen.provider, list(entries))}",
+            )
+        ]
+    if entries[chosen.provider].type != "openai":
+        return [
+            (
+                where,
+                f"provider {chosen.provider!r} is not of type openai "
+                "(transcription uses OpenAI's audio API)",
+            )
+        ]
+    return []

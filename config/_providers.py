@@ -43,6 +43,8 @@ class ProviderConfig(Section):
     """Retries the SDK makes itself before we move on to the fallback chain."""
     max_tokens: int = Field(default=1024, ge=1, le=1_000_000)
     """Upper bound on one reply's length; bounds cost and chat message size."""
+    vision: bool = True
+    """The model takes images; false: users hear one sentence and their text is answered."""
     prices: Prices | None = None
     """USD per million tokens (`input_per_mtok`, `output_per_mtok`); needed for
     `usd_per_day` / `usd_per_month` limits and for costs in `chatbridge usage`."""

@@ -20,6 +20,8 @@ from chatbridge.core.incoming import clean_text, cut_for_prompt
 from chatbridge.core.ledger import Settlement
 from chatbridge.core.limits import Admitted, LimitGate, Meter
 from chatbridge.core.links import People, Person
+from chatbridge.core.media import MediaDesk, Prepared, accepted_media
+from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
     build_bridge,
     cut_summary,
@@ -31,8 +33,10 @@ from chatbridge.core.memory import (
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import Exchange, InboxEntry, MemoryEntry, Session, Turn, Usage
 from chatbridge.core.outcome import Outcome
+from chatbridge.core.places import PlaceSettings, SessionModels
 from chatbridge.core.ports import (
     DeliveryError,
+    MediaRejected,
     Outbox,
     Prompt,
     Provider,
@@ -52,29 +56,39 @@ CUT_NOTICE_TIMEOUT = 2.0  # a reply cut by shutdown gets this long to show its n
 
 
 class Answerer:
-    """Turns one inbox entry into a delivered, remembered answer."""
+    """Turns one inbox entry into a delivered, remembered answer, with the
+    settings and provider in force where it was sent (`PlaceSettings`)."""
 
     def __init__(
         self,
-        settings: EngineSettings,
         *,
         store: Store,
-        provider: Provider,
         clock: Clock,
         access: AccessPolicy,
         metrics: Metrics,
+        session_models: SessionModels | None = None,
+        media: MediaDesk | None = None,
         limits: LimitGate | None = None,
     ) -> None:
-        self._settings = settings
+        """`media` decides about attachments and keeps images of live sessions
+        (shared across reloads, so the engine owns it); `limits` admits and
+        settles each model request (`core.limits`)."""
         self._limits = limits
+        self._media = media if media is not None else MediaDesk()
         self._store = store
-        self._provider = provider
         self._clock = clock
         self._access = access
         self._metrics = metrics
+        self._session_models = session_models or SessionModels()
 
     async def answer(
-        self, entry: InboxEntry, outbox: Outbox, cut: Callable[[], bool], *, fence: int = 0
+        self,
+        entry: InboxEntry,
+        outbox: Outbox,
+        cut: Callable[[], bool],
+        *,
+        place: PlaceSettings,
+        fence: int = 0,
     ) -> Outcome:
         """Returns the outcome (the caller closes the entry with it); `cut()`
         tells a shutdown from other cancels.
@@ -82,8 +96,13 @@ class Answerer:
         `fence` is the conversation lease's ticket, checked by the commit: raises
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
+        settings, provider = place.settings, place.provider
         person = await People(self._access, self._store).of(entry.message.conversation)
-        session, content = await self._open_turn(entry, now, person)
+        prepared = await self._prepare(entry, outbox, settings, provider)
+        if not prepared.answerable:
+            return Outcome.FAILED  # nothing left to ask: the notices said why
+        session, content = await self._open_turn(entry, now, place, prepared.text, person)
+        conversation_key = entry.message.conversation.key
 
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
@@ -93,24 +112,36 @@ class Answerer:
         meter, admitted, completed = Meter(), None, False
         try:
             if entry.answer is None:
+                earlier = self._media.live.attach(
+                    conversation_key, session.started_at, session.turns
+                )
                 prompt = Prompt(
-                    system=self._settings.system_prompt,
-                    messages=(*session.turns, Turn("user", content)),
-                    cache_key=Prompt.cache_key_for(entry.message.conversation.key),
+                    system=settings.system_prompt,
+                    messages=(*earlier, Turn("user", content, parts=prepared.parts)),
+                    cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(entry, outbox, prompt, person.key)
+                    admitted = await self._admit(
+                        entry, outbox, prompt, person.key, settings.language
+                    )
                     if admitted is None:
                         return Outcome.REFUSED
                 try:
-                    usage = await self._stream(prompt, reply, outbox, meter)
+                    try:
+                        usage = await self._stream(provider, prompt, reply, outbox, meter)
+                    except MediaRejected as exc:
+                        self._media.live.drop(conversation_key)  # not to be refused again
+                        prepared = await self._without_media(exc, prepared, outbox, settings)
+                        usage = await self._stream(
+                            provider, _text_only(prompt), reply, outbox, meter
+                        )
                     completed = True
                 except ProviderError as exc:
-                    await self._report_failure(exc, reply)
+                    await self._report_failure(exc, reply, settings, provider)
                     return Outcome.FAILED
                 answer = reply.text.strip()
                 if not answer:
-                    await reply.finish(self._settings.say("empty_answer"))
+                    await reply.finish(settings.say("empty_answer"))
                     return Outcome.FAILED
                 await self._store.inbox_progress(entry.key, sent=reply.sent, answer=answer)
             else:
@@ -123,31 +154,42 @@ class Answerer:
                 admitted = None
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
-            await self._tell_undelivered(outbox)
+            await self._tell_undelivered(outbox, settings)
             return Outcome.UNDELIVERED
         except asyncio.CancelledError:
             if cut() and reply.started:
-                await self._show_cut(reply)
+                await self._show_cut(reply, settings)
             raise
         finally:
             await reply.aclose()
             if admitted is not None:  # refused by the platform, failed or cancelled
                 await asyncio.shield(self._settle(admitted, meter, completed=completed))
-        self._metrics.count_usage(entry.message.conversation.key, usage)
+        self._metrics.count_usage(conversation_key, usage, scope=place.metric_scope)
+        self._session_models.remember(conversation_key, place.fingerprint)
+        self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
         stored = await asyncio.shield(
             self._remember(
-                entry, session, content, answer, usage, now, fence=fence, settlement=settlement
+                entry,
+                session,
+                content,
+                answer,
+                usage,
+                now,
+                settings,
+                fence=fence,
+                said=prepared.text,
+                settlement=settlement,
             )
         )
         if not stored:
-            await send_text(outbox, self._settings.say("not_stored"))
+            await send_text(outbox, settings.say("not_stored"))
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
 
     async def _admit(
-        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str
+        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, language: str
     ) -> Admitted | None:
         """Reserve the request's worst case; None (after at most one sentence;
         the caller closes the entry, nothing is stored) when a limit refuses it."""
@@ -162,9 +204,7 @@ class Answerer:
         log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
         self._metrics.limit_refusals.labels(kind=admitted.kind).inc()
         if admitted.notify:
-            sentence = self._limits.refusal(
-                admitted, language=self._settings.language, accounts=accounts
-            )
+            sentence = self._limits.refusal(admitted, language=language, accounts=accounts)
             await send_text(outbox, sentence)
         return None
 
@@ -184,35 +224,69 @@ class Answerer:
         except StoreError as exc:
             log.warning("usage not settled (the hold expires by itself): %s", exc)
 
-    async def _tell_undelivered(self, outbox: Outbox) -> None:
+    async def _tell_undelivered(self, outbox: Outbox, settings: EngineSettings) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
         try:
-            await outbox.send(self._settings.say("undelivered"))
+            await outbox.send(settings.say("undelivered"))
         except DeliveryError as exc:
             log.warning("the undelivered notice was refused too: %s", exc)
 
-    async def _show_cut(self, reply: StreamingReply) -> None:
-        notice = self._settings.say("cut_by_restart")
+    async def _show_cut(self, reply: StreamingReply, settings: EngineSettings) -> None:
+        notice = settings.say("cut_by_restart")
         with contextlib.suppress(DeliveryError, TimeoutError):
             await asyncio.wait_for(
                 reply.finish(f"{reply.text.rstrip()}\n\n{notice}"), CUT_NOTICE_TIMEOUT
             )
 
-    async def _open_turn(
-        self, entry: InboxEntry, now: float, person: Person
-    ) -> tuple[Session, str]:
-        """The session to continue (or a new one) and the user turn to send.
+    async def _prepare(
+        self, entry: InboxEntry, outbox: Outbox, settings: EngineSettings, provider: Provider
+    ) -> Prepared:
+        """The message's attachments made into the turn's text and parts; their
+        notices (and what a voice note said) go out first, unless this is an
+        answer being finished after a crash (they went out before it)."""
+        prepared = await self._media.prepare(
+            entry.message,
+            outbox,
+            settings=settings.media,
+            language=settings.language,
+            accepts=accepted_media(provider),
+        )
+        if entry.answer is None:
+            for line in (*prepared.notices, prepared.heard):
+                if line:
+                    await send_text(outbox, line)
+        return prepared
 
-        The bridge reads the person's ring (every linked ID's entries); the
-        session, and so the new entry, stays filed under this ID's own key."""
+    async def _without_media(
+        self, exc: MediaRejected, prepared: Prepared, outbox: Outbox, settings: EngineSettings
+    ) -> Prepared:
+        """The provider refused the images/PDFs: one sentence, then the text alone."""
+        log.warning("the provider refused the attachments, answering the text: %s", exc)
+        await send_text(outbox, media_say(settings.language, "image_rejected"))
+        return Prepared(prepared.text, notices=prepared.notices, heard=prepared.heard)
+
+    async def _open_turn(
+        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str, person: Person
+    ) -> tuple[Session, str]:
+        """The session to continue (or a new one) and the user turn to send;
+        `said` is the message's text with its attachments' (`Prepared.text`).
+
+        A session whose provider or model a reload changed is not continued:
+        the new one bridges as after a gap. The bridge reads the person's ring
+        (every linked ID's entries); the session, and so the new entry, stays
+        filed under this ID's own key."""
         message = entry.message
         conversation = message.conversation
-        settings = self._settings
+        settings = place.settings
         text = neutralise(
-            cut_for_prompt(clean_text(message.text), settings.max_message_chars, settings.language)
+            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
         )
         session = await self._store.load_session(conversation.key)
-        if session is not None and not session.expired(now, settings.session_ttl):
+        live = session is not None and not session.expired(now, settings.session_ttl)
+        if live and self._session_models.changed(conversation.key, place.fingerprint):
+            log.info("provider or model changed by a reload; a new session starts")
+            live = False
+        if session is not None and live:
             return session, text
         ring_user = self._access.ring_user(conversation)
         entries: list[MemoryEntry] = []
@@ -231,11 +305,16 @@ class Answerer:
         return fresh, content
 
     async def _stream(
-        self, prompt: Prompt, reply: StreamingReply, outbox: Outbox, meter: Meter
+        self,
+        provider: Provider,
+        prompt: Prompt,
+        reply: StreamingReply,
+        outbox: Outbox,
+        meter: Meter,
     ) -> Usage:
         usage = Usage()
         async with _typing_while_silent(outbox, reply):
-            async for event in self._provider.stream(prompt):
+            async for event in provider.stream(prompt):
                 if isinstance(event, TextDelta):
                     await reply.push(event.text)
                 else:
@@ -243,7 +322,13 @@ class Answerer:
                     usage = usage + event.usage
         return usage
 
-    async def _report_failure(self, exc: ProviderError, reply: StreamingReply) -> None:
+    async def _report_failure(
+        self,
+        exc: ProviderError,
+        reply: StreamingReply,
+        settings: EngineSettings,
+        provider: Provider,
+    ) -> None:
         """Log the failure in one line and tell the user in one sentence.
 
         A misconfigured provider (bad key, unknown model, rejected request) is
@@ -251,7 +336,6 @@ class Answerer:
         must fix it; anything else is a WARNING and "try again". No traceback:
         the provider's message already says what happened, without secrets.
         """
-        settings = self._settings
         needs_admin = isinstance(exc, ProviderMisconfigured)  # only a config change helps
         if needs_admin:
             log.error("no answer, the provider config needs fixing: %s", exc)
@@ -259,11 +343,11 @@ class Answerer:
             log.warning("no answer: %s", exc)
         try:
             if reply.text.strip():
-                notice = settings.say("interrupted", providers=exc.provider or self._provider.name)
+                notice = settings.say("interrupted", providers=exc.provider or provider.name)
                 await reply.finish(f"{reply.text.rstrip()}\n\n{notice}")
             else:
                 key = "misconfigured" if needs_admin else "all_failed"
-                await reply.finish(settings.say(key, providers=self._provider.label))
+                await reply.finish(settings.say(key, providers=provider.label))
         except DeliveryError as delivery_exc:
             log.warning("failure notice not delivered: %s", delivery_exc)
 
@@ -275,16 +359,20 @@ class Answerer:
         answer: str,
         usage: Usage,
         now: float,
+        settings: EngineSettings,
         *,
         fence: int = 0,
+        said: str | None = None,
         settlement: Settlement | None = None,
     ) -> bool:
         """Commit the exchange, which closes the entry; False if the store failed.
 
+        `said` is what the ring keeps of the user's message (the text with its
+        attachments' placeholders or transcript), by default the message's text.
+
         Raises `LeaseLost` (nothing written, the entry left pending) when
         another replica took the conversation over."""
         conversation = entry.message.conversation
-        settings = self._settings
         updated = append_turns(
             session,
             [Turn("user", content), Turn("assistant", answer)],
@@ -293,7 +381,9 @@ class Answerer:
         )
         ring_entry = MemoryEntry(
             timestamp=now,
-            user_message=cut_text(entry.message.text, settings.user_chars),
+            user_message=cut_text(
+                entry.message.text if said is None else said, settings.user_chars
+            ),
             assistant_summary=cut_summary(answer, settings.summary_chars),
             session_name=conversation.key,
             user=updated.user,
@@ -321,6 +411,12 @@ class Answerer:
             log.error("exchange answered but not stored: %s", exc)
             return False
         return True
+
+
+def _text_only(prompt: Prompt) -> Prompt:
+    """`prompt` without any image or document part."""
+    turns = tuple(Turn(t.role, t.content) for t in prompt.messages)
+    return Prompt(system=prompt.system, messages=turns, cache_key=prompt.cache_key)
 
 
 @contextlib.asynccontextmanager

@@ -68,6 +68,7 @@ class CommandContext:
     model: str  # "gpt-5.4-mini (main)", for /status
     control: ConversationControl
     last_usage: LastUsage | None = None  # each conversation's last answer, for /status
+    scope: str = ""  # the most specific configured scope in force here, "" for none
     limits: LimitGate | None = None  # what is left of the limits, for /status
 
 
@@ -164,6 +165,7 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
         settings.say(
             "status",
             model=ctx.model,
+            scope=ctx.scope or "none",
             session=session_text,
             ring=count_entries(settings.language, len(await _visible(message, ctx))),
             max_age=human_duration(settings.max_age),

@@ -29,6 +29,7 @@ from chatbridge.core.ports import (
     DeliveryRetry,
     LivePreview,
     Outbox,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -41,6 +42,7 @@ FENCE = "```"
 MAX_RETRY_WAIT = 60.0  # one "retry after" longer than this is capped
 FLOOD_BUDGET = 180.0  # total time the final delivery waits out flood control
 MIN_FENCED_LIMIT = 64  # real limits are 2000 (Discord) to 40 000 (Slack)
+MAX_LOOKS = 5  # lookups for one reply while a message found is ahead of its text
 
 
 def _open_fence(text: str) -> str | None:
@@ -135,7 +137,9 @@ class StreamingReply:
     `aclose` drops a progress call still in flight (a cancelled reply).
 
     A reply seeded with `posted` never uses a live preview: it is finished in
-    the messages it already has.
+    the messages it already has. Before its first post a reply asks an outbox
+    that can look back (`PostedLookup`) for a message an earlier process
+    posted for it without recording it, and adopts that one instead.
     """
 
     def __init__(
@@ -162,6 +166,8 @@ class StreamingReply:
         self._live_asked = False  # asked the outbox once, at the first progress call
         self._live_shown = False  # a preview call went through: the user sees text
         self._live_last = float("-inf")  # time of the last preview call
+        self._looked = False  # a `PostedLookup` outbox answered before the first post
+        self._looks = 0  # lookups made (a message ahead of the text is looked for again)
 
     @property
     def text(self) -> str:
@@ -223,6 +229,7 @@ class StreamingReply:
                     if not await self._show(shown, final=False):
                         shown = None  # an edit was not due yet: try again next round
                 except DeliveryRetry as exc:
+                    _log_wait(exc)
                     self._blocked_until = self._monotonic() + exc.retry_after
                 except DeliveryError as exc:
                     log.info("progress edit refused (%s); the final text will follow", exc)
@@ -252,6 +259,7 @@ class StreamingReply:
                 pause = min(exc.retry_after, MAX_RETRY_WAIT)
                 if waited + pause > FLOOD_BUDGET:
                     raise  # the caller tells the user, where the platform lets it
+                _log_wait(exc)
                 waited += pause
                 self._blocked_until = self._monotonic() + pause
 
@@ -280,6 +288,8 @@ class StreamingReply:
         """Show `text`; False when a progress edit was skipped as not yet due."""
         limits = self._outbox.limits
         chunks = split_message(text, limits.max_chars, limits.measure)
+        if not await self._look_back(chunks, final=final):
+            return False  # a message posted before a restart is ahead: more text first
         live = self._preview(final=final)
         if live is not None:
             try:
@@ -295,6 +305,34 @@ class StreamingReply:
             if shown is not None:
                 return shown
         return await self._show_messages(chunks, final=final)
+
+    async def _look_back(self, chunks: list[str], *, final: bool) -> bool:
+        """Before this reply's first post, let a `PostedLookup` outbox find the
+        message an earlier process may have posted for it without recording it
+        (killed in between); a message found is adopted: edited, not posted
+        again. False while a message of the bot is ahead of the text (progress
+        then posts nothing yet, and looks again with more text)."""
+        if self._looked:
+            return True
+        if not isinstance(self._outbox, PostedLookup):
+            self._looked = True  # asked once: this outbox cannot look back
+            return True
+        after = self._posted[-1].handle if self._posted else None
+        head = chunks[len(self._posted)] if len(chunks) > len(self._posted) else ""
+        if not head.strip():
+            return True  # nothing to post yet: look when there is
+        self._looks += 1
+        found = await self._outbox.posted_before(head, after=after)
+        if found.ahead and not final and self._looks < MAX_LOOKS:
+            return False
+        self._looked = True
+        if found.message is None or found.message in self.sent:
+            return True
+        log.info("a message posted before a restart was found; it is edited, not posted again")
+        self._posted.append(_Posted(found.message, None))
+        if self._on_posted is not None:
+            await self._on_posted(self.sent)
+        return True
 
     async def _show_live(self, live: LivePreview, chunks: list[str], *, final: bool) -> bool | None:
         """Progress through the preview; None when messages take over from here."""
@@ -384,6 +422,11 @@ class StreamingReply:
                 if self._on_posted is not None:
                     await self._on_posted(self.sent)
         return complete
+
+
+def _log_wait(exc: DeliveryRetry) -> None:
+    """A waited-out flood limit is worth one INFO line (the answer still arrives)."""
+    log.info("the platform asks to wait %gs (rate limit); the reply goes on then", exc.retry_after)
 
 
 async def send_text(outbox: Outbox, text: str) -> None:

@@ -27,10 +27,12 @@ from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
 from chatbridge.core.limits import LimitGate
+from chatbridge.core.media import MediaDesk, clean_attachments
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
 from chatbridge.core.outcome import Outcome, Outcomes
-from chatbridge.core.ports import Outbox, Provider
+from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels
+from chatbridge.core.ports import Outbox, Provider, Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
 from chatbridge.core.scheduling.local import LocalScheduler
 from chatbridge.core.settings import EngineSettings
@@ -62,11 +64,16 @@ class Engine:
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         scheduler: ConversationScheduler | None = None,
+        places: ScopeResolver | None = None,
+        transcriber: Transcriber | None = None,
         limits: LimitGate | None = None,
     ) -> None:
+        """`places` resolves each message's scopes; without it every place
+        has `settings` and `provider`."""
         self.settings = settings
         self.store = store
         self.provider = provider
+        self.places = places or ScopeResolver(base=settings, provider=provider)
         self.access = access or AccessPolicy()
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
@@ -75,22 +82,22 @@ class Engine:
         self.scheduler: ConversationScheduler = scheduler or LocalScheduler()
         self.scheduler.bind(self)
         self._outcomes = Outcomes(store, self.metrics)
-        self._answerer = self._answerer_for(settings, provider, self.access)
+        self._session_models = SessionModels()
+        self.media = MediaDesk(transcriber=transcriber)  # attachments; images of live sessions
+        self._answerer = self._answerer_for(self.access)
         self._outboxes: dict[str, OutboxFactory] = {}
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
         self._finished: dict[str, asyncio.Future[None]] = {}
         self._draining = False
 
-    def _answerer_for(
-        self, settings: EngineSettings, provider: Provider, access: AccessPolicy
-    ) -> Answerer:
+    def _answerer_for(self, access: AccessPolicy) -> Answerer:
         return Answerer(
-            settings,
             store=self.store,
-            provider=provider,
             clock=self.clock,
             access=access,
             metrics=self.metrics,
+            session_models=self._session_models,
+            media=self.media,
             limits=self.limits,
         )
 
@@ -100,9 +107,11 @@ class Engine:
         *,
         provider: Provider,
         access: AccessPolicy,
+        places: ScopeResolver | None = None,
         limits: LimitGate | None = None,
     ) -> Provider:
-        """Swap in a reloaded config for every message not yet being answered.
+        """Swap in a reloaded config (scopes too) for every message not yet
+        being answered.
 
         Answers in flight finish with what they started with; returns the
         previous provider, which the caller closes once the engine is done.
@@ -113,8 +122,14 @@ class Engine:
         self.settings, self.provider, self.access = settings, provider, access
         if limits is not None:
             self.limits = limits
-        self._answerer = self._answerer_for(settings, provider, access)
+        self.places = places or ScopeResolver(base=settings, provider=provider)
+        self._answerer = self._answerer_for(access)
         return old
+
+    def requires_mention(self, place: tuple[str, ...]) -> bool:
+        """The `MentionRule` of the current config: adapters ask it before an
+        unaddressed group message may reach the inbox."""
+        return self.places.requires_mention(place)
 
     # -- intake ---------------------------------------------------------------
 
@@ -136,14 +151,17 @@ class Engine:
             raise NotAccepting("shutting down")
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
-        message = dataclasses.replace(message, text=clean_text(message.text))
+        message = dataclasses.replace(
+            message, text=clean_text(message.text), attachments=clean_attachments(message)
+        )
         now = self.clock.now()
         # A message fetched late (Discord catch-up) is as old as its user's send.
         received_at = min(now, message.sent_at) if message.sent_at else now
         entry = InboxEntry(key, message, received_at=received_at)
         if not await self.store.inbox_add(entry):
             log.info("dropped redelivered event %s", message.event_id)
-            self.metrics.count(message.conversation.platform, Outcome.DUPLICATE.value)
+            scope = self.places.for_message(message).metric_scope
+            self.metrics.count(message.conversation.platform, Outcome.DUPLICATE.value, scope=scope)
             return False
         await self.scheduler.submit(entry)
         return True
@@ -210,8 +228,9 @@ class Engine:
             await self.close(entry, Outcome.LEFT)
             return
         started = time.monotonic()
+        place = self.places.for_message(message)  # once per message; every consumer reads it
         try:
-            outcome = await self._route(entry, outbox, fence)
+            outcome = await self._route(entry, outbox, fence, place)
         except LeaseLost as exc:
             # Like a lost race: the new holder finishes the entry (it stays pending).
             log.warning("%s", exc)
@@ -220,28 +239,32 @@ class Engine:
             # The store (a Redis outage, a full disk) failed before an answer
             # could be stored; the user hears so instead of silence.
             log.error("store failed on a message in %s: %s", message.conversation.chat_id, exc)
-            await self._tell(outbox, "store_failed")
+            await self._tell(outbox, "store_failed", place)
             outcome = Outcome.FAILED
         except Exception as exc:  # a bug must cost one answer, never the process
             log.error("answering %s failed: %s", entry.key, exc, exc_info=True)
-            await self._tell(outbox, "internal_error")
+            await self._tell(outbox, "internal_error", place)
             outcome = Outcome.FAILED
-        await self.close(entry, outcome)
+        await self.close(entry, outcome, place)
         if outcome is Outcome.ANSWERED:
             platform = message.conversation.platform
             self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)
 
-    async def close(self, entry: InboxEntry, outcome: Outcome) -> None:
+    async def close(
+        self, entry: InboxEntry, outcome: Outcome, place: PlaceSettings | None = None
+    ) -> None:
         """Close `entry` with `outcome` (`Outcomes.close`) and wake its `handle`."""
-        await self._outcomes.close(entry.message.conversation.platform, entry.key, outcome)
+        scope = (place or self.places.for_message(entry.message)).metric_scope
+        platform = entry.message.conversation.platform
+        await self._outcomes.close(platform, entry.key, outcome, scope=scope)
         waiter = self._finished.get(entry.key)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def _tell(self, outbox: Outbox, key: str) -> None:
+    async def _tell(self, outbox: Outbox, key: str, place: PlaceSettings) -> None:
         """One sentence about a failure; if even that fails, the log has it."""
         try:
-            await send_text(outbox, self.settings.say(key))
+            await send_text(outbox, place.settings.say(key))
         except Exception as exc:
             log.warning("could not tell the user (%s): %s", key, exc)
 
@@ -249,39 +272,44 @@ class Engine:
         factory = self._outboxes.get(message.conversation.platform)
         return factory(message) if factory is not None else None
 
-    async def _route(self, entry: InboxEntry, outbox: Outbox, fence: int) -> Outcome:
-        message, settings = entry.message, self.settings
+    async def _route(
+        self, entry: InboxEntry, outbox: Outbox, fence: int, place: PlaceSettings
+    ) -> Outcome:
+        message, settings = entry.message, place.settings
         conversation = message.conversation
         if not self.access.allowed(conversation):
             log.info("denied %s in %s", conversation.user_id, conversation.chat_id)
-            await send_text(outbox, settings.say("denied", user_id=conversation.user_id))
+            if message.addressed:  # chatter where no mention is needed gets no denial
+                await send_text(outbox, settings.say("denied", user_id=conversation.user_id))
             return Outcome.DENIED
         command = parse_command(message.text)
         if command is not None:
-            await send_text(outbox, await run_command(command, message, self._command_context()))
+            context = self._command_context(place)
+            await send_text(outbox, await run_command(command, message, context))
             return Outcome.COMMAND
         late = self.clock.now() - entry.received_at > settings.redeliver_within
         if late and entry.answer is None:
             log.info("%s is too old to answer; sending a notice", entry.key)
-            preview = " ".join(message.text.split())[:60]
+            said = message.text or ", ".join(a.name for a in message.attachments)
+            preview = " ".join(said.split())[:60]
             await send_text(outbox, settings.say("late", preview=preview))
             return Outcome.LATE
-        return await self._answerer.answer(entry, outbox, self._cut, fence=fence)
+        return await self._answerer.answer(entry, outbox, self._cut, place=place, fence=fence)
 
     def _cut(self) -> bool:
         """True when a cancelled reply was cut by shutdown (it stays in the inbox)."""
         return self._draining
 
-    def _command_context(self) -> CommandContext:
-        provider = self.provider
+    def _command_context(self, place: PlaceSettings) -> CommandContext:
         return CommandContext(
             store=self.store,
             access=self.access,
             clock=self.clock,
-            settings=self.settings,
-            model=f"{provider.model} ({provider.name})",
+            settings=place.settings,
+            model=place.model_label,
             control=self,
             last_usage=self.metrics.last_usage,
+            scope=place.scope,
             limits=self.limits,
         )
 

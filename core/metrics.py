@@ -1,7 +1,9 @@
 """Prometheus metrics for `GET /metrics` (prometheus_client, own registry).
 
-Labels carry only the platform, the outcome and provider names — never user
-IDs or message text, so the metrics endpoint leaks nothing about anyone.
+Labels carry only the platform, the outcome, the scope and provider names —
+never user IDs or message text, so the metrics endpoint leaks nothing about
+anyone. The scope label is a configured scope ID or `default`, so its
+cardinality is bounded by the config file.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.messages = Counter(
             "chatbridge_messages",
-            "Incoming messages by platform and outcome.",
-            ["platform", "outcome"],
+            "Incoming messages by platform, outcome and scope.",
+            ["platform", "outcome", "scope"],
             registry=self.registry,
         )
         self.reply_seconds = Histogram(
@@ -64,8 +66,8 @@ class Metrics:
         )
         self.tokens = Counter(
             "chatbridge_tokens",
-            "Tokens used, by direction (input/output).",
-            ["direction"],
+            "Tokens used, by direction (input/output) and scope.",
+            ["direction", "scope"],
             registry=self.registry,
         )
         self.cached_tokens = Counter(
@@ -96,13 +98,13 @@ class Metrics:
             registry=self.registry,
         )
 
-    def count(self, platform: str, outcome: str) -> None:
-        self.messages.labels(platform=platform, outcome=outcome).inc()
+    def count(self, platform: str, outcome: str, *, scope: str = "default") -> None:
+        self.messages.labels(platform=platform, outcome=outcome, scope=scope).inc()
 
-    def count_usage(self, conversation_key: str, usage: Usage) -> None:
+    def count_usage(self, conversation_key: str, usage: Usage, *, scope: str = "default") -> None:
         """One answer's tokens: the counters, and that conversation's last usage."""
-        self.tokens.labels(direction="input").inc(usage.input_tokens)
-        self.tokens.labels(direction="output").inc(usage.output_tokens)
+        self.tokens.labels(direction="input", scope=scope).inc(usage.input_tokens)
+        self.tokens.labels(direction="output", scope=scope).inc(usage.output_tokens)
         self.cached_tokens.inc(usage.cached_input_tokens)
         self.last_usage.remember(conversation_key, usage)
 

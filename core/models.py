@@ -49,6 +49,49 @@ class Conversation:
         return f"{self.platform}:{self.chat}"
 
 
+class AttachmentKind(enum.StrEnum):
+    """What a file is for: core decides from the kind (and MIME type) what to do."""
+
+    IMAGE = "image"
+    VOICE = "voice"  # a recorded voice note (Telegram voice, Discord voice message, Slack clip)
+    AUDIO = "audio"  # an audio file
+    TEXT = "text"  # text/*, JSON, YAML, CSV, source code
+    OTHER = "other"  # PDFs and everything else; core looks at the MIME type
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with a message, as data: never the bytes, never an SDK object.
+
+    `ref` is the platform's own reference (a Telegram `file_id`, a Discord
+    attachment URL, a Slack `url_private_download`); only that platform's
+    outbox can turn it into bytes (`core.ports.FileSource`), with its auth.
+    `size` is what the platform reported (0: unknown), checked before a
+    download and enforced during it. `transcript_shown`: the platform shows
+    its own transcript of this voice note (Slack clips), so the answer need
+    not repeat what was understood.
+    """
+
+    kind: AttachmentKind
+    mime: str
+    size: int
+    name: str
+    ref: str
+    transcript_shown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """File content that goes to the model inside a user turn: base64 data,
+    never a URL. `kind` is "image" or "document" (a PDF). Only in prompts and
+    in memory, never in the store."""
+
+    kind: str
+    mime: str
+    data: bytes  # base64 (ASCII): spliced into a request body without a text copy
+    name: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
     """A platform event, normalised; everything past `text` is keyword-only.
@@ -62,6 +105,9 @@ class IncomingMessage:
     It carries only what answering needs (it is stored as it is in the
     inbox): no display name or other profile data of the sender.
 
+    `attachments` are the files sent with it, as references (`Attachment`);
+    `text` is then the caption, possibly "".
+
     `order` is the platform's own order of the conversation's messages
     (Telegram `message_id`, Slack `ts` in microseconds, a Discord snowflake),
     0 where it has none; a conversation's messages are answered in this
@@ -71,6 +117,14 @@ class IncomingMessage:
     late (Discord's catch-up after a restart); 0 means it arrived as it was
     sent. The inbox entry's `received_at` is the earlier of the two, so
     `engine.redeliver_within` counts from when the user wrote.
+
+    `place` is where it was sent, as scope IDs, most specific first
+    (thread, channel/chat, server/workspace, platform); the adapter knows
+    it, core resolves the scopes from it (`core.places`). Empty: the chat
+    and its platform. `addressed` is False for a group message that neither
+    mentions nor replies to the bot, taken only where a scope says
+    `require_mention: false`; a sender who is not allowed gets no denial
+    for such a message (they were not talking to the bot).
     """
 
     conversation: Conversation
@@ -78,7 +132,10 @@ class IncomingMessage:
     _: KW_ONLY
     event_id: str = ""
     reply_address: str = ""
+    attachments: tuple[Attachment, ...] = ()
     order: int = 0
+    place: tuple[str, ...] = ()
+    addressed: bool = True
     # Not stored and not compared: the inbox entry's `received_at` carries it.
     sent_at: float = field(default=0.0, compare=False)
 
@@ -89,6 +146,9 @@ class Turn:
 
     role: str  # "user" | "assistant"
     content: str
+    parts: tuple[MediaPart, ...] = field(default=(), compare=False)
+    """Images and documents sent with this turn's text; only in a `Prompt`,
+    never stored (the stored turn holds the `[image]` placeholder text)."""
 
 
 @dataclass(slots=True)

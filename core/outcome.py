@@ -48,7 +48,7 @@ class _Inbox(Protocol):
 
 
 class _Counter(Protocol):
-    def count(self, platform: str, outcome: str) -> None: ...
+    def count(self, platform: str, outcome: str, *, scope: str = ...) -> None: ...
 
 
 class Outcomes:
@@ -58,10 +58,12 @@ class Outcomes:
         self._inbox = inbox
         self._metrics = metrics
 
-    async def close(self, platform: str, key: str, outcome: Outcome) -> None:
-        """Mark `key` done if `outcome` closes it, and count it. A store that
-        refuses the write is logged: the entry then stays pending."""
-        self._metrics.count(platform, outcome.value)
+    async def close(
+        self, platform: str, key: str, outcome: Outcome, *, scope: str = "default"
+    ) -> None:
+        """Mark `key` done if `outcome` closes it, and count it (by scope). A
+        store that refuses the write is logged: the entry then stays pending."""
+        self._metrics.count(platform, outcome.value, scope=scope)
         if not outcome.closes:
             return
         try:

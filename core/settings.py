@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
+from chatbridge.core.media._settings import MediaSettings
 from chatbridge.core.texts import say
 
 __all__ = ["EngineSettings"]
@@ -28,6 +29,8 @@ class EngineSettings:
     redeliver_within: float = 15 * 60
     """A message still unanswered this long after it arrived (the bot was down)
     gets a short notice instead of a late answer."""
+    media: MediaSettings = field(default_factory=MediaSettings)
+    """What happens to photos, voice messages and files (`core.media`)."""
 
     def say(self, key: str, **values: object) -> str:
         """One of the bot's own sentences, in `language`."""

@@ -53,7 +53,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/help – this text"
         ),
         "status": (
-            "Model: {model}\nSession: {session}\nMemory: {ring} "
+            "Model: {model}\nScope: {scope}\nSession: {session}\nMemory: {ring} "
             "(kept {max_age})\nTokens today: {tokens_in} in, {tokens_out} out"
         ),
         "status_cache": "Prompt cache: {cached} of the last answer's {tokens_in} input tokens",
@@ -154,7 +154,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/help – dieser Text"
         ),
         "status": (
-            "Modell: {model}\nSession: {session}\nErinnerung: {ring} "
+            "Modell: {model}\nScope: {scope}\nSession: {session}\nErinnerung: {ring} "
             "(für {max_age})\nTokens heute: {tokens_in} rein, {tokens_out} raus"
         ),
         "status_cache": (

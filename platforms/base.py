@@ -8,6 +8,7 @@ back into SDK calls. No session, memory or provider logic lives in `platforms/`.
 from chatbridge.core.ports import (
     DeliveryError,
     DeliveryRetry,
+    Found,
     LivePreview,
     MessageHandler,
     Outbox,
@@ -15,6 +16,7 @@ from chatbridge.core.ports import (
     PlatformError,
     PlatformLimits,
     PlatformStartFailed,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
@@ -22,6 +24,7 @@ from chatbridge.core.ports import (
 __all__ = [
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "LivePreview",
     "MessageHandler",
     "Outbox",
@@ -29,6 +32,7 @@ __all__ = [
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PostedLookup",
     "PreviewSource",
     "SentMessage",
 ]

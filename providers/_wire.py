@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from chatbridge.providers.base import (
     ProviderError,
@@ -99,3 +100,14 @@ def _names_a_model(model: str, message: object, code: object) -> bool:
         return True
     text = message.lower() if isinstance(message, str) else ""
     return "model" in text or (bool(model) and model.lower() in text)
+
+
+def media_accepted(kind: str, *, vision: bool, base_url: str | None) -> frozenset[str]:
+    """What a provider entry takes besides text: "image" unless `vision: false`;
+    "document" (PDF) on Anthropic and on OpenAI itself, whose Chat Completions
+    take file inputs (compatible servers rarely do)."""
+    accepts = {"image"} if vision else set()
+    itself = base_url is None or urlsplit(base_url).hostname == "api.openai.com"
+    if kind == "anthropic" or (kind == "openai" and itself):
+        accepts.add("document")
+    return frozenset(accepts)

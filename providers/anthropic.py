@@ -21,15 +21,17 @@ from anthropic.types import (
 )
 from anthropic.types import TextDelta as AnthropicTextDelta
 
-from chatbridge.core.models import Turn, Usage
+from chatbridge.core.models import MediaPart, Turn, Usage
 from chatbridge.providers._wire import (
     PLACEHOLDER_KEY,
+    media_accepted,
     retry_after_seconds,
     status_detail,
     status_error,
 )
 from chatbridge.providers.base import (
     InvalidRequest,
+    MediaRejected,
     Prompt,
     ProviderError,
     ProviderTimeout,
@@ -45,27 +47,55 @@ from chatbridge.providers.base import (
 WIRE_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
 
 
-def alternate_roles(turns: Sequence[Turn]) -> list[dict[str, str]]:
+def alternate_roles(
+    turns: Sequence[Turn], *, accepts: frozenset[str] = frozenset({"image", "document"})
+) -> list[dict[str, Any]]:
     """Turns as Messages API messages: starting with "user", roles alternating.
 
     Empty turns are dropped (the API rejects empty text), leading assistant turns
     are dropped (a reply to nothing the model can see), consecutive same-role
     turns are merged with a blank line. Any role but "assistant" counts as "user".
+    A turn with images or PDFs (of the kinds in `accepts`) becomes a list of
+    content blocks, those first and the text last, as Anthropic advises.
     Returns [] when no user turn remains.
     """
-    messages: list[dict[str, str]] = []
+    messages: list[dict[str, Any]] = []
     for turn in turns:
         role = "assistant" if turn.role == "assistant" else "user"
-        if not turn.content.strip() or (not messages and role == "assistant"):
+        blocks = [_block(p) for p in turn.parts if p.kind in accepts] if role == "user" else []
+        if not (turn.content.strip() or blocks) or (not messages and role == "assistant"):
             continue
+        content: Any = turn.content
+        if blocks:
+            text = [{"type": "text", "text": turn.content}] if turn.content.strip() else []
+            content = blocks + text
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += "\n\n" + turn.content
+            messages[-1]["content"] = _joined(messages[-1]["content"], content)
         else:
-            messages.append({"role": role, "content": turn.content})
+            messages.append({"role": role, "content": content})
     return messages
 
 
+def _block(part: MediaPart) -> dict[str, Any]:
+    """An image or document content block with base64 data (never a URL)."""
+    kind = "image" if part.kind == "image" else "document"
+    source = {"type": "base64", "media_type": part.mime, "data": part.data.decode("ascii")}
+    return {"type": kind, "source": source}
+
+
+def _joined(first: Any, second: Any) -> Any:
+    """Two same-role contents as one: strings with a blank line, else blocks."""
+    if isinstance(first, str) and isinstance(second, str):
+        return first + "\n\n" + second
+
+    def listed(content: Any) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+    return listed(first) + listed(second)
+
+
 CACHE_BREAKPOINT = {"type": "ephemeral"}
+_REFUSED = (400, 413, 415, 422)  # with images or PDFs aboard: those were refused
 
 
 def mark_cached(message: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +106,7 @@ def mark_cached(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": blocks}
 
 
-def cached_request(system: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+def cached_request(system: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The `system` and `messages` parameters with the stable prefix marked for caching.
 
     Two breakpoints (Anthropic allows four): the system prompt, and the newest
@@ -116,10 +146,12 @@ class AnthropicProvider:
         timeout: float,
         max_retries: int,
         max_tokens: int,
+        vision: bool = True,
     ) -> None:
         self.name = name
         self.label = name
         self.model = model
+        self.accepts = media_accepted("anthropic", vision=vision, base_url=base_url)
         self._secret = api_key
         self._timeout = timeout
         self._max_tokens = max_tokens
@@ -140,7 +172,8 @@ class AnthropicProvider:
         message_start, output tokens from message_delta. A stream that ends
         without message_stop is an error, not a short answer.
         """
-        messages = alternate_roles(prompt.messages)
+        messages = alternate_roles(prompt.messages, accepts=self.accepts)
+        has_media = any(isinstance(m["content"], list) for m in messages)
         if not messages:
             raise InvalidRequest(
                 f"Provider {self.name!r} got a prompt without a user message.", provider=self.name
@@ -171,6 +204,13 @@ class AnthropicProvider:
                     elif isinstance(event, RawMessageStopEvent):
                         stopped = True
         except WIRE_ERRORS as exc:
+            status = getattr(exc, "status_code", None)
+            if has_media and isinstance(exc, anthropic.APIStatusError) and status in _REFUSED:
+                raise MediaRejected(
+                    f"Provider {self.name!r} refused a request with images or files "
+                    f"(HTTP {status}).",
+                    provider=self.name,
+                ) from exc
             raise self._mapped(exc) from exc
         if not stopped:
             raise ProviderUnavailable(

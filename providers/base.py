@@ -6,6 +6,7 @@ out; SDK errors mapped into the `ProviderError` tree at the boundary.
 
 from chatbridge.core.ports.provider import (
     InvalidRequest,
+    MediaRejected,
     Prompt,
     Provider,
     ProviderError,
@@ -20,6 +21,7 @@ from chatbridge.core.ports.provider import (
 
 __all__ = [
     "InvalidRequest",
+    "MediaRejected",
     "Prompt",
     "Provider",
     "ProviderError",

@@ -19,8 +19,17 @@ __all__ = ["DeferredProvider"]
 class DeferredProvider:
     """Stands in for the provider `build()` makes, building it on first use."""
 
-    def __init__(self, name: str, *, model: str, module: str, build: Callable[[], Provider]):
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str,
+        module: str,
+        build: Callable[[], Provider],
+        accepts: frozenset[str] = frozenset(),
+    ):
         self.name = name
+        self.accepts = accepts  # what the real one will take besides text
         self.label = name
         self.model = model
         self._module = module

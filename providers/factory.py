@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from chatbridge.providers._wire import media_accepted
 from chatbridge.providers.base import Provider
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.providers.deferred import DeferredProvider
@@ -58,8 +59,16 @@ def build_provider(name: str, cfg: Any) -> Provider:
     if kind not in SDK_MODULES:
         raise ValueError(f"provider {name!r} has unknown type {kind!r}")
     return DeferredProvider(
-        name, model=cfg.model, module=SDK_MODULES[kind], build=lambda: build_now(name, cfg)
+        name,
+        model=cfg.model,
+        module=SDK_MODULES[kind],
+        build=lambda: build_now(name, cfg),
+        accepts=media_accepted(kind, vision=_vision(cfg), base_url=cfg.base_url or None),
     )
+
+
+def _vision(cfg: Any) -> bool:
+    return bool(getattr(cfg, "vision", True))
 
 
 def build_now(name: str, cfg: Any) -> Provider:
@@ -77,6 +86,7 @@ def build_now(name: str, cfg: Any) -> Provider:
         timeout=float(cfg.timeout),
         max_retries=int(cfg.max_retries),
         max_tokens=int(cfg.max_tokens),
+        vision=_vision(cfg),
     )
 
 
@@ -103,4 +113,6 @@ def build_chain(providers_cfg: ProvidersSection) -> Provider:
     chain = [build_provider(name, providers_cfg.entries[name]) for name in names]
     if len(chain) == 1:
         return chain[0]
+    # The chain takes what its first entry takes; a later one that cannot sees
+    # placeholders (its provider drops the parts it cannot send).
     return FallbackProvider(chain, logger=logging.getLogger("chatbridge.providers"))

@@ -79,6 +79,7 @@ class FallbackProvider:
         self.name = self._providers[0].name
         self.model = self._providers[0].model
         self.label = ", ".join(provider.name for provider in self._providers)
+        self.accepts: frozenset[str] = getattr(self._providers[0], "accepts", frozenset())
 
     @property
     def providers(self) -> tuple[Provider, ...]:

@@ -6,19 +6,28 @@ whose message names the config entry and never carries the API key.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
-from chatbridge.core.models import Usage
-from chatbridge.providers._wire import PLACEHOLDER_KEY, retry_after_seconds, status_error
+from chatbridge.core.models import MediaPart, Turn, Usage
+from chatbridge.providers._wire import (
+    PLACEHOLDER_KEY,
+    media_accepted,
+    retry_after_seconds,
+    status_error,
+)
 from chatbridge.providers.base import (
+    MediaRejected,
     Prompt,
     ProviderError,
     ProviderTimeout,
@@ -62,10 +71,12 @@ class OpenAIProvider:
         timeout: float,
         max_retries: int,
         max_tokens: int,
+        vision: bool = True,
     ) -> None:
         self.name = name
         self.label = name
         self.model = model
+        self.accepts = media_accepted("openai", vision=vision, base_url=base_url)
         self._secret = api_key
         self._timeout = timeout
         self._max_tokens = max_tokens
@@ -92,17 +103,19 @@ class OpenAIProvider:
         a short answer.
         """
         messages: list[ChatCompletionMessageParam] = []
+        media = Splice()
         if prompt.system:  # some compatible servers reject an empty system message
             messages.append({"role": "system", "content": prompt.system})
         for turn in prompt.messages:
             if turn.role == "assistant":
                 messages.append({"role": "assistant", "content": turn.content})
             else:
-                messages.append({"role": "user", "content": turn.content})
+                messages.append({"role": "user", "content": self._user_content(turn, media)})
+        has_media = any(t.parts for t in prompt.messages)
         usage: Usage | None = None
         finished = False
         try:
-            chunks = await self._open(messages, prompt.cache_key)
+            chunks = await self._open(messages, prompt.cache_key, media)
             # `async with` closes the HTTP response on early exit and cancellation.
             async with chunks:
                 async for chunk in chunks:
@@ -113,6 +126,12 @@ class OpenAIProvider:
                         if choice.delta is not None and choice.delta.content:
                             yield TextDelta(choice.delta.content)
         except WIRE_ERRORS as exc:
+            if has_media and _refused_request(exc):
+                raise MediaRejected(
+                    f"Provider {self.name!r} refused a request with images or files "
+                    f"(HTTP {getattr(exc, 'status_code', '?')}).",
+                    provider=self.name,
+                ) from exc
             raise self._mapped(exc) from exc
         if not finished:
             raise ProviderUnavailable(
@@ -122,8 +141,35 @@ class OpenAIProvider:
         if usage is not None:
             yield UsageReport(usage)
 
-    async def _open(self, messages: list[ChatCompletionMessageParam], cache_key: str) -> Any:
+    def _user_content(self, turn: Turn, media: Splice) -> Any:
+        """A plain string, or with images/PDFs a list of parts: the text first,
+        then each image as a `data:` URL (never a platform URL), each PDF as a
+        file input. Parts this entry cannot take are left out. The URLs are
+        placeholders `media` fills in when it writes the request body."""
+        parts = [p for p in turn.parts if p.kind in self._part_kinds()]
+        if not parts:
+            return turn.content
+        content: list[dict[str, Any]] = []
+        if turn.content.strip():
+            content.append({"type": "text", "text": turn.content})
+        for part in parts:
+            url = media.url(part)
+            if part.kind == "image":
+                content.append({"type": "image_url", "image_url": {"url": url}})
+            else:
+                file = {"filename": part.name or "document.pdf", "file_data": url}
+                content.append({"type": "file", "file": file})
+        return content
+
+    def _part_kinds(self) -> frozenset[str]:
+        return self.accepts
+
+    async def _open(
+        self, messages: list[ChatCompletionMessageParam], cache_key: str, media: Splice
+    ) -> Any:
         def create(key: str) -> Any:
+            if media:
+                return self._post_with_media(messages, key, media)
             return self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,
@@ -147,6 +193,34 @@ class OpenAIProvider:
                 self.name,
             )
             return await create("")
+
+    async def _post_with_media(
+        self, messages: list[ChatCompletionMessageParam], key: str, media: Splice
+    ) -> Any:
+        """The same request as `chat.completions.create` would send, through the
+        SDK's own client (its retries, errors and stream parsing), with a body
+        written here: the SDK's JSON encoder would hold a 10 MB image's base64
+        three more times over (the data URL, the encoder's chunk, the joined
+        text, the bytes); this body holds it once."""
+        request: dict[str, Any] = {
+            "messages": messages,
+            "model": self.model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        tokens = "max_tokens" if self._compatible_server else "max_completion_tokens"
+        request[tokens] = self._max_tokens
+        if key:
+            request["prompt_cache_key"] = key
+        body = media.body(request)
+        return await self._client.post(
+            "/chat/completions",
+            cast_to=ChatCompletion,
+            content=body,
+            options={"headers": {"Content-Length": str(len(body))}},
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
 
     def _mapped(self, exc: Exception) -> ProviderError:
         """The `ProviderError` for an SDK/transport exception; one sentence each."""
@@ -186,6 +260,77 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
+
+
+class Splice:
+    """Stands in for the data URLs of a request's images and PDFs, then writes
+    the request body with their base64 bytes put in place (one copy each)."""
+
+    def __init__(self) -> None:
+        self._tag = f"chatbridge-media-{uuid.uuid4().hex}"
+        self._parts: list[MediaPart] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def url(self, part: MediaPart) -> str:
+        self._parts.append(part)
+        return f"{self._tag}-{len(self._parts) - 1}"
+
+    def body(self, request: dict[str, Any]) -> SplicedBody:
+        text = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        pattern = re.compile(re.escape(self._tag.encode()) + rb"-(\d+)")
+        pieces: list[bytes] = []
+        last = 0
+        for match in pattern.finditer(text):
+            part = self._parts[int(match.group(1))]
+            pieces += [text[last : match.start()], f"data:{part.mime};base64,".encode(), part.data]
+            last = match.end()
+        pieces.append(text[last:])
+        return SplicedBody(pieces)
+
+
+class SplicedBody:
+    """A request body sent piece by piece, never joined: the base64 of an image
+    goes out of the bytes the prompt already holds. Its length is sent as
+    Content-Length. Every `__aiter__` starts over, so the SDK may send it
+    again on a retry; the SDK only retries a body it can rewind, so this one
+    answers its `seekable`/`tell`/`seek` questions (`read` is never used: it
+    has no `__iter__`, so httpx streams it asynchronously)."""
+
+    CHUNK = 256 * 1024
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self._pieces)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    def read(self, size: int = -1) -> bytes:  # pragma: no cover - present for the SDK's check
+        raise io.UnsupportedOperation("SplicedBody is streamed with async iteration")
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return 0
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        return 0
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            view = memoryview(piece)
+            for start in range(0, len(view), self.CHUNK):
+                yield bytes(view[start : start + self.CHUNK])
+
+
+def _refused_request(exc: Exception) -> bool:
+    """A 400/413/415/422: the server refused what the request carried."""
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 415, 422)
 
 
 def _usage(reported: Any) -> Usage:

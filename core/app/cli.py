@@ -1,4 +1,4 @@
-"""`chatbridge` command line: run, chat, config check, memory show|forget|export, usage.
+"""`chatbridge` command line: run, chat, config check|explain, memory show|forget|export, usage.
 
 Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage
 (a `--user` that is neither `platform:id` nor an identity name, a store
@@ -91,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="check the config file")
     config_commands = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     with_config(config_commands.add_parser("check", help="validate and summarise"))
+    explain = with_config(
+        config_commands.add_parser("explain", help="the settings in force in one place")
+    )
+    explain.add_argument(
+        "--chat",
+        required=True,
+        metavar="PLACE",
+        help="discord:CHANNEL_ID, telegram:CHAT_ID, slack:CHANNEL_ID; a thread as PLACE/thread:ID",
+    )
 
     memory = commands.add_parser("memory", help="inspect or erase a user's memory")
     memory_commands = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -310,7 +319,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         secrets=secrets_of(config, environ),
         json_format=config.logging.format == "json",
     )
+    if args.command == "config" and args.action == "explain":
+        return _explain(args.chat, config, environ, redactor)
     if args.command == "config":
+        for warning in config.warnings:
+            print(visible(str(warning)), file=sys.stderr)
         print(visible(f"{source}: {summarize(config)}"))
         return EXIT_OK
     user = getattr(args, "user", None)
@@ -348,6 +361,19 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # `chatbridge memory show ... | head`: the reader left; no traceback.
         _silence_stdout()
         return EXIT_FAILED
+
+
+def _explain(
+    chat: str, config: ChatbridgeConfig, environ: Mapping[str, str], redactor: SecretRedactor
+) -> int:
+    from chatbridge.core.app.explain import BadPlace, explain, parse_place
+
+    try:
+        place = parse_place(chat)
+    except BadPlace as exc:
+        return _fail(visible(f"--chat {exc}"), EXIT_CONFIG, redactor)
+    print(redactor.redact(visible(asyncio.run(explain(config, place, environ)))))
+    return EXIT_OK
 
 
 def _silence_stdout() -> None:

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.metrics import Metrics
-from chatbridge.core.ports import ChannelCursors, MessageHandler, Platform
+from chatbridge.core.ports import ChannelCursors, MentionRule, MessageHandler, Platform
 
 __all__ = ["PLATFORMS", "PlatformContext", "build_platforms"]
 
@@ -39,6 +39,7 @@ class PlatformContext:
     cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
     metrics: Metrics | None = None
     say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
+    mention_rule: MentionRule | None = None  # `require_mention` per place, from the current config
 
 
 def build_platforms(config: ChatbridgeConfig, context: PlatformContext) -> list[Platform]:

@@ -192,6 +192,8 @@ async def serve(
         engine, choice = await stack.enter_async_context(
             engine_from_config(config, environ=environ)
         )
+        for warning in config.warnings:
+            log.warning("%s", warning)
         if reload is not None:
             reloader = Reloader(
                 engine=engine,
@@ -213,6 +215,7 @@ async def serve(
             cursors=engine.store,
             metrics=engine.metrics,
             say=lambda key: engine.settings.say(key),  # read per call: a reload may change it
+            mention_rule=engine.requires_mention,  # likewise
         )
         platforms = build_platforms(config, context)
         if not platforms:

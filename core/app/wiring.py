@@ -24,10 +24,13 @@ from chatbridge.config import (
     url_secrets,
 )
 from chatbridge.core.access import AccessPolicy
+from chatbridge.core.app.scopes import resolver_from_config
 from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.engine import Engine
 from chatbridge.core.ledger import Limits
 from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Price, ProviderTerms
+from chatbridge.core.media import MediaSettings
+from chatbridge.core.ports import Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
 from chatbridge.core.scheduling import LocalScheduler
 from chatbridge.core.settings import EngineSettings
@@ -113,6 +116,31 @@ def settings_from_config(config: ChatbridgeConfig) -> EngineSettings:
         inject_entries=config.memory.inject_entries,
         redeliver_within=config.engine.redeliver_within,
         max_message_chars=config.engine.max_message_chars,
+        media=MediaSettings(
+            images=config.media.images,
+            voice=config.media.voice,
+            transcription=config.media.transcription is not None,
+            max_file_bytes=config.media.max_file_bytes,
+        ),
+    )
+
+
+def transcriber_from_config(config: ChatbridgeConfig) -> Transcriber | None:
+    """OpenAI transcription with the entry `media.transcription` names, or None."""
+    chosen = config.media.transcription
+    if chosen is None:
+        return None
+    from chatbridge.providers.transcription import OpenAITranscriber
+
+    entry = config.providers.entries[chosen.provider]
+    key = entry.api_key.get_secret_value() if entry.api_key is not None else None
+    return OpenAITranscriber(
+        chosen.provider,
+        model=chosen.model,
+        api_key=key,
+        base_url=entry.base_url or None,
+        timeout=float(entry.timeout),
+        max_retries=int(entry.max_retries),
     )
 
 
@@ -202,19 +230,28 @@ async def engine_from_config(
     store = await store_from_config(config)
     try:
         choice = choose_provider(config, environ)
+        settings = settings_from_config(config)
+        places, pool = resolver_from_config(config, settings=settings, provider=choice.provider)
+        engine: Engine | None = None
         try:
             engine = Engine(
-                settings_from_config(config),
+                settings,
                 store=store,
                 provider=choice.provider,
                 access=access_from_config(config),
                 clock=clock,
                 scheduler=scheduler_for(config, store, clock=clock),
+                places=places,
+                transcriber=transcriber_from_config(config),
                 limits=gate_from_config(config, store, clock),
             )
             yield engine, choice
         finally:
+            await pool.aclose()
             await choice.provider.aclose()
+            closing = getattr(engine.media.transcriber, "aclose", None) if engine else None
+            if closing is not None:
+                await closing()
     finally:
         await store.aclose()
 

@@ -9,6 +9,8 @@ architecture test keeps it so). Three groups:
   adapter is and what it calls;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
   answer is generated;
+- media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
+  bytes and voice transcripts;
 - cursors (`ChannelCursors`): where a platform that never redelivers keeps
   its place per channel.
 """
@@ -17,20 +19,32 @@ from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
+    Found,
     LivePreview,
     Outbox,
     PlatformLimits,
+    PostedLookup,
     PreviewSource,
     SentMessage,
 )
+from chatbridge.core.ports.media import (
+    FetchFailed,
+    FileSource,
+    FileTooLarge,
+    MediaError,
+    Transcriber,
+)
 from chatbridge.core.ports.platform import (
+    MentionRule,
     MessageHandler,
     Platform,
     PlatformError,
     PlatformStartFailed,
+    always_mention,
 )
 from chatbridge.core.ports.provider import (
     InvalidRequest,
+    MediaRejected,
     Prompt,
     Provider,
     ProviderError,
@@ -47,14 +61,22 @@ __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "FetchFailed",
+    "FileSource",
+    "FileTooLarge",
+    "Found",
     "InvalidRequest",
     "LivePreview",
+    "MediaError",
+    "MediaRejected",
+    "MentionRule",
     "MessageHandler",
     "Outbox",
     "Platform",
     "PlatformError",
     "PlatformLimits",
     "PlatformStartFailed",
+    "PostedLookup",
     "PreviewSource",
     "Prompt",
     "Provider",
@@ -66,5 +88,7 @@ __all__ = [
     "SentMessage",
     "StreamEvent",
     "TextDelta",
+    "Transcriber",
     "UsageReport",
+    "always_mention",
 ]

@@ -18,9 +18,11 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "DeliveryError",
     "DeliveryRetry",
+    "Found",
     "LivePreview",
     "Outbox",
     "PlatformLimits",
+    "PostedLookup",
     "PreviewSource",
     "SentMessage",
 ]
@@ -122,6 +124,43 @@ class PreviewSource(Protocol):
     def live_preview(self) -> LivePreview | None:
         """A fresh preview for this reply, or None where this chat has none
         (a group, a plain DM, switched off, refused before)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a `PostedLookup` found: `message`, the bot's own message whose text
+    begins the text about to be posted (adopt it); or `ahead`, a message of the
+    bot that the text about to be posted begins but does not reach yet (post
+    nothing yet; look again once there is more text); or neither."""
+
+    message: SentMessage | None = None
+    ahead: bool = False
+
+
+@runtime_checkable
+class PostedLookup(Protocol):
+    """An `Outbox` that can look back in its chat before posting: "look before
+    posting again".
+
+    A process killed between the platform taking a message and the store
+    recording its reference leaves that message unknown to the restarted
+    process, which would post the answer a second time. Where the platform
+    lets a bot read its chat (Slack, Discord), the outbox finds such a
+    message, and the delivery code adopts and edits it instead.
+    """
+
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
+        """Look for the bot's own message posted after the message being answered
+        (and after `after`, the reply's last recorded message) that begins
+        `text` (the message about to be posted), as the platform shows it.
+
+        Only the found message's text beginning `text` adopts it: a short `text`
+        beginning some other answer (`ahead`) must not take that answer over.
+        Returns `Found()` at once where no earlier process can have answered (a
+        message this process took in itself), when nothing matches, and when
+        the lookup failed (logged; the reply then posts as usual). Never raises.
+        """
         ...
 
 

@@ -8,12 +8,31 @@ Error tree::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports.delivery import Outbox
 
-__all__ = ["MessageHandler", "Platform", "PlatformError", "PlatformStartFailed"]
+__all__ = [
+    "MentionRule",
+    "MessageHandler",
+    "Platform",
+    "PlatformError",
+    "PlatformStartFailed",
+    "always_mention",
+]
+
+MentionRule = Callable[[tuple[str, ...]], bool]
+"""Whether a group message at a place (scope IDs, most specific first) must
+mention or reply to the bot to be answered (`require_mention`). Adapters ask
+it before a message that is not addressed to the bot reaches the inbox; the
+engine's `requires_mention` reads the current config."""
+
+
+def always_mention(place: tuple[str, ...]) -> bool:
+    """The rule without scopes: in groups, only messages addressed to the bot."""
+    return True
 
 
 class MessageHandler(Protocol):

@@ -8,6 +8,8 @@ Error tree (SDK exceptions are mapped into it at the provider boundary,
     ├── ProviderTimeout            connect/read timeout, 408
     ├── ProviderUnavailable        5xx, 529 overloaded, 409, dropped or malformed stream
     └── InvalidRequest             a prompt we should never have built
+        ├── MediaRejected          the request carried images/documents and was refused
+        │                          (a server without vision, a corrupt image)
         └── ProviderMisconfigured(reason, setting)
                                    401/403/404/400 and other 4xx: a bad key, no
                                    permission, unknown model, rejected request
@@ -25,6 +27,7 @@ from typing import Protocol
 
 __all__ = [
     "InvalidRequest",
+    "MediaRejected",
     "Prompt",
     "Provider",
     "ProviderError",
@@ -126,6 +129,13 @@ class ProviderUnavailable(ProviderError):
 
 class InvalidRequest(ProviderError):
     pass
+
+
+class MediaRejected(InvalidRequest):
+    """The provider refused a request carrying images or documents (HTTP 400/415/422).
+
+    Core asks again without them and tells the user in one sentence.
+    """
 
 
 class ProviderMisconfigured(InvalidRequest):

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
     ChatKind,
     Conversation,
     InboxEntry,
@@ -122,22 +124,71 @@ MESSAGE_FIELDS = (
 )  # fmt: skip
 
 
-def message_to_json(m: IncomingMessage) -> dict[str, str]:
-    """TypeError (before anything is written) if a field is not a string."""
+def message_to_json(m: IncomingMessage) -> dict[str, Any]:
+    """TypeError (before anything is written) if a field is not a string.
+
+    The place (scope IDs, which hold no spaces) is one space-separated
+    string; `addressed` is stored only when False ("0"). Rows without them
+    (written before scopes) read as no place and addressed. Attachments are
+    stored as their platform references (`attachments`, only when there are
+    any), never as bytes."""
     c = m.conversation
     values = [c.platform, c.chat, c.user, c.thread, ChatKind(c.kind).value]
     values += [m.text, m.event_id, m.reply_address]
     for name, value in zip(MESSAGE_FIELDS, values, strict=True):
         if not isinstance(value, str):
             raise TypeError(f"inbox message field {name} must be a str, not {type(value).__name__}")
-    stored = dict(zip(MESSAGE_FIELDS, values, strict=True))
+    stored: dict[str, Any] = dict(zip(MESSAGE_FIELDS, values, strict=True))
     if m.order:
         if not isinstance(m.order, int):
             raise TypeError(
                 f"inbox message field order must be an int, not {type(m.order).__name__}"
             )
         stored["order"] = str(m.order)  # a string like the rest; absent for 0
+    if m.place:
+        if not all(isinstance(p, str) and p and not p.split()[1:] for p in m.place):
+            raise TypeError("inbox message place must be scope IDs without spaces")
+        stored["place"] = " ".join(m.place)
+    if not m.addressed:
+        stored["addressed"] = "0"
+    if m.attachments:
+        stored["attachments"] = [attachment_to_json(a) for a in m.attachments]
     return stored
+
+
+ATTACHMENT_FIELDS = ("kind", "mime", "name", "ref")
+
+
+def attachment_to_json(a: Attachment) -> dict[str, Any]:
+    values = (AttachmentKind(a.kind).value, a.mime, a.name, a.ref)
+    if not all(isinstance(v, str) for v in values) or not isinstance(a.size, int):
+        raise TypeError("an attachment needs string kind, mime, name, ref and an int size")
+    raw: dict[str, Any] = dict(zip(ATTACHMENT_FIELDS, values, strict=True))
+    raw["size"] = a.size
+    if a.transcript_shown:
+        raw["transcript_shown"] = True
+    return raw
+
+
+def attachments_from_json(raw: Any) -> tuple[Attachment, ...]:
+    """ValueError naming no reference (a file URL is the user's)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ValueError("the message's attachments are not a list")
+    out = []
+    for item in raw:
+        if not isinstance(item, dict) or not _all_str(item, ATTACHMENT_FIELDS):
+            raise ValueError("an attachment lacks kind, mime, name or ref")
+        if not isinstance(item.get("size"), int) or isinstance(item.get("size"), bool):
+            raise ValueError("an attachment has no size")
+        try:
+            kind = AttachmentKind(item["kind"])
+        except ValueError:
+            raise ValueError("an attachment has an unknown kind") from None
+        shown = item.get("transcript_shown") is True
+        out.append(Attachment(kind, item["mime"], item["size"], item["name"], item["ref"], shown))
+    return tuple(out)
 
 
 def sent_to_json(sent: tuple[str, ...]) -> list[str]:
@@ -158,6 +209,9 @@ def message_from_json(raw: Any) -> IncomingMessage:
         kind = ChatKind(raw["kind"])
     except ValueError:
         raise ValueError("the message has an unknown chat kind") from None
+    place, addressed = raw.get("place", ""), raw.get("addressed", "1")
+    if not isinstance(place, str) or not isinstance(addressed, str):
+        raise ValueError("the message's place and addressed must be strings")
     c = Conversation(raw["platform"], raw["chat"], raw["user"], raw["thread"], kind)
     order = raw.get("order", "0")
     if not isinstance(order, str) or not order.isdigit():
@@ -167,7 +221,10 @@ def message_from_json(raw: Any) -> IncomingMessage:
         raw["text"],
         event_id=raw["event_id"],
         reply_address=raw["reply_address"],
+        attachments=attachments_from_json(raw.get("attachments")),
         order=int(order),
+        place=tuple(place.split()),
+        addressed=addressed != "0",
     )
 
 

@@ -12,6 +12,7 @@ from ._adapter import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform, intents
 from ._catch_up import CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, sync_if_changed
 from ._filters import Address, accept, decode_address, encode_address, strip_mention
+from ._locate import locate
 from ._outbox import MAX_CHARS, TYPING_REFRESH, DiscordOutbox, parse_ref
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "encode_address",
     "from_config",
     "intents",
+    "locate",
     "parse_ref",
     "strip_mention",
     "sync_if_changed",
@@ -47,4 +49,5 @@ def from_config(config: Any, context: Any) -> DiscordPlatform:
         cursors=getattr(context, "cursors", None),
         metrics=getattr(context, "metrics", None),
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )

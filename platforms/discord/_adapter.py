@@ -31,7 +31,16 @@ from aiohttp import web
 
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import ChannelCursors, MessageHandler, Outbox, PlatformStartFailed
+from chatbridge.core.ports import (
+    ChannelCursors,
+    MentionRule,
+    MessageHandler,
+    Outbox,
+    PlatformStartFailed,
+    always_mention,
+)
+from chatbridge.platforms._download import Downloader
+from chatbridge.platforms._look_back import TakenHere
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     InboxRefusals,
@@ -121,8 +130,10 @@ class DiscordPlatform:
         clock: Callable[[], float] = time.time,
         say: Callable[[str], str] | None = None,
         retry_every: float = 30.0,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         self._config = config
+        self._mention_rule = mention_rule or always_mention
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._metrics = metrics
@@ -150,7 +161,9 @@ class DiscordPlatform:
         self._retrying: asyncio.Task[Any] | None = None
         self._retry_every = retry_every
         self._catch_up_lock = asyncio.Lock()
+        self._taken_here = TakenHere()  # answers to these need no look back
         self._background = BackgroundTasks("discord")
+        self._files = Downloader("discord")
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
@@ -216,8 +229,11 @@ class DiscordPlatform:
             self._client,
             address,
             edit_interval=interval,
-            thread_name=message.text[:90],
+            thread_name=message.text[:90] or " ".join(a.name for a in message.attachments)[:90],
             on_thread=self._opened_thread,
+            question=int(message.event_id) if message.event_id.isdigit() else None,
+            look_back=message.event_id not in self._taken_here,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -227,6 +243,7 @@ class DiscordPlatform:
     async def aclose(self) -> None:
         self._receiving = self._connected = False
         await self._background.aclose()
+        await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
         if self._task is not None:
@@ -320,6 +337,7 @@ class DiscordPlatform:
             me.id,
             active_threads=self._threads,
             thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
+            mention_rule=self._mention_rule,
         )
 
     async def _accept(self, message: IncomingMessage) -> bool:
@@ -328,7 +346,9 @@ class DiscordPlatform:
     async def _take(self, message: IncomingMessage) -> Taken:
         if not self._receiving:
             return Taken.REFUSED
-        return await take("discord", self._handler, message, refusals=self._refusals)
+        return await self._taken_here.take(
+            message.event_id, take("discord", self._handler, message, refusals=self._refusals)
+        )
 
     # -- cursors and catch-up ----------------------------------------------
     async def _handled(self, channel: int, message_id: int) -> None:

@@ -75,8 +75,11 @@ def interaction_message(interaction: discord.Interaction, text: str) -> Incoming
     channel_id = interaction.channel_id or 0
     thread = ""
     chat = str(channel_id)
+    server = () if interaction.guild_id is None else (f"discord:guild:{interaction.guild_id}",)
+    place: tuple[str, ...] = (f"discord:{channel_id}", *server, "discord")
     if isinstance(channel, discord.Thread):
         chat, thread = str(channel.parent_id or channel_id), str(channel_id)
+        place = (f"discord:{channel_id}", f"discord:{chat}", *server, "discord")
     kind = ChatKind.PRIVATE if interaction.guild_id is None else ChatKind.GROUP
     address = {"app": interaction.application_id, "token": interaction.token, "c": channel_id}
     return IncomingMessage(
@@ -87,6 +90,7 @@ def interaction_message(interaction: discord.Interaction, text: str) -> Incoming
         event_id=str(interaction.id),
         reply_address=json.dumps(address),
         order=interaction.id,  # a snowflake, in the same order as messages
+        place=place,
     )
 
 

@@ -8,6 +8,12 @@ Bots (this one included), webhooks, system messages and edits never reach
 the engine. With `thread_per_mention`, a channel mention is answered in a new
 thread started from the question; its conversation is that thread already,
 so follow-ups there continue the same session.
+
+Where the place's scope says `require_mention: false` (the `MentionRule`),
+channel and thread messages need no mention either; they are marked as not
+addressed. The place is the thread (a Discord thread is a channel), the
+channel, the server and the platform: `discord:THREAD`, `discord:CHANNEL`,
+`discord:guild:ID`, `discord`; a DM is its channel and the platform.
 """
 
 from __future__ import annotations
@@ -19,7 +25,15 @@ from dataclasses import dataclass
 
 import discord
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.media import kind_of
+from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    Conversation,
+    IncomingMessage,
+)
+from chatbridge.core.ports import MentionRule, always_mention
 
 __all__ = ["Address", "accept", "decode_address", "encode_address"]
 
@@ -68,6 +82,7 @@ def accept(
     *,
     active_threads: Container[int] = (),
     thread_per_mention: bool = False,
+    mention_rule: MentionRule = always_mention,
 ) -> IncomingMessage | None:
     """The normalised message if the bot should answer `message`, else None.
 
@@ -80,25 +95,33 @@ def accept(
     mentioned = me in message.raw_mentions
     thread = ""
     open_thread = False
+    addressed = True
     if isinstance(channel, discord.DMChannel) or message.guild is None:
         kind, chat = ChatKind.PRIVATE, str(channel.id)
+        place: tuple[str, ...] = (f"discord:{channel.id}", "discord")
     else:
         kind = ChatKind.GROUP
+        server = (f"discord:guild:{message.guild.id}", "discord")
         if isinstance(channel, discord.Thread):
-            addressed = mentioned or _replies_to(message, me)
+            parent = channel.parent_id or channel.id
+            place = (f"discord:{channel.id}", f"discord:{parent}", *server)
             mine = channel.owner_id == me or channel.id in active_threads
-            if not (addressed or mine):
+            addressed = mentioned or _replies_to(message, me) or mine
+            if not addressed and mention_rule(place):
                 return None
-            chat, thread = str(channel.parent_id or channel.id), str(channel.id)
+            chat, thread = str(parent), str(channel.id)
         else:
-            if not (mentioned or _replies_to(message, me)):
+            place = (f"discord:{channel.id}", *server)
+            addressed = mentioned or _replies_to(message, me)
+            if not addressed and mention_rule(place):
                 return None
             chat = str(channel.id)
             open_thread = thread_per_mention and mentioned
             thread = str(message.id) if open_thread else ""
     text = strip_mention(message.content, me)
-    if not text:
-        return None  # a bare "@bot" (or an attachment alone) carries no question
+    attachments = attachments_of(message)
+    if not text and not attachments:
+        return None  # a bare "@bot" carries no question
     reply_to = message.id if kind is ChatKind.GROUP else None
     return IncomingMessage(
         conversation=Conversation(
@@ -108,7 +131,24 @@ def accept(
         event_id=str(message.id),
         order=message.id,  # a snowflake: grows with time
         reply_address=encode_address(Address(channel.id, reply_to, open_thread)),
+        place=place,
+        addressed=addressed,
+        attachments=attachments,
     )
+
+
+def attachments_of(message: discord.Message) -> tuple[Attachment, ...]:
+    """The message's files as references: the attachment URL (signed by
+    Discord, expiring after about a day), fetched only when answering."""
+    found = []
+    for a in message.attachments:
+        mime = (a.content_type or "").split(";")[0].strip()
+        if a.is_voice_message():
+            kind = AttachmentKind.VOICE
+        else:
+            kind = kind_of(mime, a.filename)
+        found.append(Attachment(kind, mime, int(a.size or 0), a.filename, a.url))
+    return tuple(found)
 
 
 def strip_mention(content: str, me: int) -> str:

@@ -6,13 +6,24 @@ reply address after a restart can edit what an earlier one sent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import discord
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.core.models import Attachment
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    FetchFailed,
+    Found,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.platforms._download import Downloader
+from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
@@ -70,6 +81,11 @@ class DiscordOutbox:
     SDK's (a malformed response), becomes `DeliveryError`. The first message of
     an answer quotes the question; later chunks are continuations.
     `typing()` never raises.
+
+    `posted_before` (`PostedLookup`) reads the channel's (or the answer's
+    thread's) history after the question (`channel.history(after=…)`) where an
+    earlier process may have answered (`look_back`: the question was not taken
+    in by this process), and finds the bot's own message posted for this answer.
     """
 
     def __init__(
@@ -80,6 +96,9 @@ class DiscordOutbox:
         edit_interval: float = 1.0,
         thread_name: str = "",
         on_thread: Callable[[int], None] | None = None,
+        question: int | None = None,
+        look_back: bool = False,
+        files: Downloader | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=TYPING_REFRESH
@@ -90,6 +109,15 @@ class DiscordOutbox:
         self._open_thread = address.open_thread
         self._thread_name = (thread_name or "Answer")[:90]
         self._on_thread = on_thread
+        self._question = question
+        self._look_back = look_back
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the attachment from its CDN URL, capped."""
+        if self._files is None:
+            raise FetchFailed("discord: this outbox cannot fetch files")
+        return await self._files.get(attachment.ref, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:
@@ -120,6 +148,45 @@ class DiscordOutbox:
             )
 
         await self._call("edit", call)
+
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
+        question, me = self._question, self._client.user
+        if not self._look_back or question is None or me is None:
+            return Found()
+        # An answer that opens a thread lives in it (the thread has the question's id).
+        channel = question if self._open_thread else self._channel
+        since = question
+        if after is not None:
+            with contextlib.suppress(DeliveryError):
+                channel, since = parse_ref(after)
+
+        async def call() -> list[tuple[SentMessage, str]]:
+            messageable = self._client.get_partial_messageable(channel)
+            return [
+                (f"{channel}:{int(message.id)}", message.content)
+                async for message in messageable.history(
+                    limit=LOOK_LIMIT, after=discord.Object(id=since), oldest_first=True
+                )
+                if message.author.id == me.id
+            ]
+
+        try:
+            found = judge(await self._call("history", call), [text])
+        except DeliveryError as exc:
+            if not self._open_thread:  # no thread yet: nothing was posted in it
+                log.warning(
+                    "discord: could not look for an answer posted before the restart (%s); "
+                    "it may show twice",
+                    exc,
+                )
+            return Found()
+        if found.message is not None:
+            if channel != self._channel:  # the thread was opened before the restart
+                self._channel, self._open_thread = channel, False
+                if self._on_thread is not None:
+                    self._on_thread(channel)
+            self._reply_to = None  # the quote went out with the message found
+        return found
 
     async def typing(self) -> None:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 from ._adapter import EVENTS_PATH, NotTaken, SlackPlatform
 from ._filters import ActiveThreads, Address, BotIdentity, strip_mention, to_message
 from ._format import MrkdwnRenderer, escape
+from ._locate import locate
 from ._outbox import MAX_CHARS, SlackOutbox, StatusSwitch, message_ref, parse_ref
 from ._startup import OPTIONAL_SCOPES, REQUIRED_SCOPES, check_tokens
 
@@ -30,6 +31,7 @@ __all__ = [
     "check_tokens",
     "escape",
     "from_config",
+    "locate",
     "message_ref",
     "parse_ref",
     "strip_mention",
@@ -46,4 +48,5 @@ def from_config(config: Any, context: Any) -> SlackPlatform:
         commands=context.commands,
         server=context.server,
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )

@@ -27,15 +27,18 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
+from chatbridge.platforms._look_back import TakenHere
 from chatbridge.platforms._runtime import (
     ChatGate,
     InboxRefusals,
-    accept_safely,
+    Taken,
     one_line,
     reveal,
+    take,
 )
 
+from ._files import SlackFiles
 from ._filters import ActiveThreads, Address, BotIdentity, to_message
 from ._format import MrkdwnRenderer
 from ._outbox import SlackOutbox, StatusSwitch
@@ -74,10 +77,13 @@ class SlackPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
-        message the inbox cannot take is told so (`InboxRefusals`)."""
+        message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
+        says where channel messages need no mention (`require_mention: false`)."""
         self._config = config
+        self._mention_rule = mention_rule or always_mention
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)  # typed as text; no slash command is registered
@@ -86,6 +92,9 @@ class SlackPlatform:
         secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
         self._verifier = SignatureVerifier(secret or "socket-mode-needs-no-secret")
         self._client = AsyncWebClient(token=self._bot_token, base_url=config.base_url)
+        self._files = SlackFiles(
+            self._bot_token, base_url=config.base_url or "https://slack.com/api/"
+        )
         self._app = AsyncApp(
             client=self._client,
             signing_secret=secret or "socket-mode-needs-no-secret",
@@ -101,6 +110,7 @@ class SlackPlatform:
         self._streams = StreamSwitch(bool(config.native_stream))
         self._team = ""  # from auth.test
         self._me: BotIdentity | None = None
+        self._taken_here = TakenHere()  # answers to these need no look back
         self._socket: AsyncSocketModeHandler | None = None
         self._receiving = False
         if self._app_token is None:
@@ -171,6 +181,9 @@ class SlackPlatform:
             streams=self._streams,
             recipient_user=message.conversation.user,
             team=self._team,
+            me=self._me.user_id if self._me is not None else "",
+            look_back=message.event_id not in self._taken_here,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -185,6 +198,7 @@ class SlackPlatform:
 
     async def aclose(self) -> None:
         await self.stop_receiving()
+        await self._files.aclose()
 
     def _listener(self) -> Any:
         async def on_event(body: dict[str, Any], event: dict[str, Any]) -> None:
@@ -197,14 +211,23 @@ class SlackPlatform:
         if self._me is None or not self._receiving:
             raise NotTaken("not receiving yet")
         try:
-            message = to_message(event, str(body.get("event_id") or ""), self._me, self._threads)
+            message = to_message(
+                event,
+                str(body.get("event_id") or ""),
+                self._me,
+                self._threads,
+                team=str(body.get("team_id") or self._team),
+                mention_rule=self._mention_rule,
+            )
         except Exception as exc:
             log.warning("slack: dropped an event it could not read (%s)", one_line(exc))
             return
-        taken = message is None or await accept_safely(
-            "slack", self._handler, message, refusals=self._refusals
+        if message is None:
+            return
+        taken = await self._taken_here.take(
+            message.event_id, take("slack", self._handler, message, refusals=self._refusals)
         )
-        if message is not None and not taken:
+        if taken is Taken.REFUSED:
             raise NotTaken(f"the inbox did not take {message.event_id}")
 
     async def _on_error(self, error: Exception, body: dict[str, Any]) -> BoltResponse:

@@ -11,6 +11,12 @@ Ignored: messages with any `subtype` (edits, deletions, joins, bot_message,
 …), messages from any bot (`bot_id`) or from the bot user itself, channel
 messages outside the bot's threads, and channel messages that mention the
 bot (Slack also sends those as `app_mention`, which is the one answered).
+
+Where the channel's scope says `require_mention: false` (the `MentionRule`),
+other channel messages are answered too, in their thread like a mention,
+marked as not addressed. The place is the channel, the workspace and the
+platform (`slack:C0TEAM`, `slack:team:T0123`, `slack`); a DM is in its
+workspace too.
 """
 
 from __future__ import annotations
@@ -19,7 +25,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.media import kind_of
+from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    Conversation,
+    IncomingMessage,
+)
+from chatbridge.core.ports import MentionRule, always_mention
 
 __all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
 
@@ -81,18 +95,33 @@ def strip_mention(text: str, bot_user_id: str) -> str:
 
 
 def to_message(
-    event: dict[str, Any], event_id: str, me: BotIdentity, threads: ActiveThreads
+    event: dict[str, Any],
+    event_id: str,
+    me: BotIdentity,
+    threads: ActiveThreads,
+    *,
+    team: str = "",
+    mention_rule: MentionRule = always_mention,
 ) -> IncomingMessage | None:
-    """The question in `event`, or None when the bot must not answer it."""
+    """The question in `event`, or None when the bot must not answer it.
+
+    `team` is the workspace the event came from (its scope `slack:team:ID`)."""
     kind, channel, user = event.get("type"), event.get("channel"), event.get("user")
     text, ts = event.get("text"), event.get("ts")
     if not (isinstance(channel, str) and isinstance(user, str) and isinstance(ts, str)):
         return None
-    if event.get("subtype") or event.get("bot_id") or user == me.user_id:
+    if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
         return None
+    if user == me.user_id:
+        return None
+    attachments = attachments_of(event)
     if not isinstance(text, str):
-        return None
+        if not attachments:
+            return None
+        text = ""
     thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+    place = (f"slack:{channel}", *((f"slack:team:{team}",) if team else ()), "slack")
+    addressed = True
     if kind == "message" and event.get("channel_type") == "im":
         conversation = Conversation(PLATFORM, channel, user, "", ChatKind.PRIVATE)
         address = Address(channel, thread_ts or "", ts)
@@ -106,6 +135,10 @@ def to_message(
             return None  # the app_mention event for the same message is answered
         conversation = Conversation(PLATFORM, channel, user, thread_ts, ChatKind.GROUP)
         address = Address(channel, thread_ts, ts)
+    elif kind == "message" and f"<@{me.user_id}" not in text and not mention_rule(place):
+        addressed, thread = False, thread_ts or ts
+        conversation = Conversation(PLATFORM, channel, user, thread, ChatKind.GROUP)
+        address = Address(channel, thread, ts)
     else:
         return None
     return IncomingMessage(
@@ -113,8 +146,35 @@ def to_message(
         text=strip_mention(text, me.user_id),
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
+        attachments=attachments,
         order=ts_order(ts),
+        place=place,
+        addressed=addressed,
     )
+
+
+def attachments_of(event: dict[str, Any]) -> tuple[Attachment, ...]:
+    """The event's `files` as references (`url_private_download`).
+
+    An audio clip recorded in Slack (`subtype: slack_audio`) is a voice note
+    whose transcript Slack itself shows; a file Slack hides from the app
+    (`file_access: check_file_info`, no URL) is left out."""
+    files = event.get("files")
+    found: list[Attachment] = []
+    for f in files if isinstance(files, list) else []:
+        if not isinstance(f, dict):
+            continue
+        url = f.get("url_private_download") or f.get("url_private")
+        if not isinstance(url, str) or not url:
+            continue
+        name, mime, size = f.get("name"), f.get("mimetype"), f.get("size")
+        name = name if isinstance(name, str) and name else "file"
+        mime = mime if isinstance(mime, str) else ""
+        size = size if isinstance(size, int) and not isinstance(size, bool) else 0
+        clip = f.get("subtype") == "slack_audio"
+        kind = AttachmentKind.VOICE if clip else kind_of(mime, name)
+        found.append(Attachment(kind, mime, size, name, url, transcript_shown=clip))
+    return tuple(found)
 
 
 def ts_order(ts: str) -> int:

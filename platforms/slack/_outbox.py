@@ -7,6 +7,8 @@ edits the same message (a stream's message included).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -14,7 +16,16 @@ from typing import Any, TypeVar
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.core.models import Attachment
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    FetchFailed,
+    Found,
+    PlatformLimits,
+    SentMessage,
+)
+from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._runtime import (
     ChatGate,
     ErrorRule,
@@ -24,6 +35,7 @@ from chatbridge.platforms._runtime import (
     one_line,
 )
 
+from ._files import SlackFiles
 from ._filters import ActiveThreads, Address
 from ._format import MrkdwnRenderer
 from ._stream import SlackStream, StreamSwitch
@@ -76,6 +88,12 @@ class SlackOutbox:
     A thread reply (`address.thread_ts` set) offers a native stream
     (`live_preview`) where `streams` allows it; in a channel the stream names
     `recipient_user` (the asker) and `team` as Slack requires.
+
+    `posted_before` (`PostedLookup`) reads the thread (`conversations.replies`)
+    or the DM's top level (`conversations.history`) after the question, where
+    an earlier process may have answered (`look_back`: the question was not
+    taken in by this process), and finds the bot's (`me`) own message posted
+    for this answer.
     """
 
     def __init__(
@@ -91,6 +109,9 @@ class SlackOutbox:
         streams: StreamSwitch | None = None,
         recipient_user: str = "",
         team: str = "",
+        me: str = "",
+        look_back: bool = False,
+        files: SlackFiles | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS, edit_interval=edit_interval, typing_interval=STATUS_REFRESH
@@ -104,6 +125,15 @@ class SlackOutbox:
         self._streams = streams
         self._recipient_user = recipient_user
         self._team = team
+        self._me = me
+        self._look_back = look_back
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the file from `url_private_download`, capped."""
+        if self._files is None:
+            raise FetchFailed("slack: this outbox cannot fetch files")
+        return await self._files.fetch(attachment, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         channel, thread_ts = self._address.channel, self._address.thread_ts or None
@@ -127,6 +157,65 @@ class SlackOutbox:
             _field(response, "ts")
 
         await self._deliver("chat.update", channel, text, call)
+
+    async def posted_before(self, text: str, *, after: SentMessage | None) -> Found:
+        address = self._address
+        asked = _ts_key(address.ts)
+        if not (self._look_back and self._me and asked):
+            return Found()
+        oldest = address.ts
+        if after is not None:
+            with contextlib.suppress(DeliveryError):
+                oldest = parse_ref(after)[1]
+        try:
+            messages = await self._read_after(oldest)
+        except DeliveryError as exc:
+            log.warning(
+                "slack: could not look for an answer posted before the restart (%s); "
+                "it may show twice",
+                exc,
+            )
+            return Found()
+        candidates = [text]
+        with contextlib.suppress(ValueError):
+            candidates.append(self._renderer.render(text))
+        after_key = _ts_key(oldest) or asked
+        mine = [
+            (message_ref(address.channel, ts), body)
+            for message in sorted(messages, key=lambda m: _ts_key(m.get("ts")) or (0, 0))
+            if message.get("user") == self._me
+            and isinstance(ts := message.get("ts"), str)
+            and isinstance(body := message.get("text"), str)
+            and (_ts_key(ts) or (0, 0)) > after_key
+        ]
+        return judge(mine, candidates)
+
+    async def _read_after(self, oldest: str) -> list[dict[str, Any]]:
+        """The messages after `oldest` where this answer goes (one page; a 429 waited out)."""
+        channel, thread_ts = self._address.channel, self._address.thread_ts
+        method = "conversations.replies" if thread_ts else "conversations.history"
+
+        async def call() -> Any:
+            if thread_ts:
+                return await self._client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=oldest, limit=LOOK_LIMIT
+                )
+            return await self._client.conversations_history(
+                channel=channel, oldest=oldest, limit=LOOK_LIMIT
+            )
+
+        for attempt in range(3):
+            try:
+                response = await self._call(method, channel, call)
+                break
+            except DeliveryRetry as exc:
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(min(exc.retry_after, 30.0))
+        messages = response.get("messages") if hasattr(response, "get") else None
+        if not isinstance(messages, list):
+            raise DeliveryError(f"slack {method}: the reply has no messages")
+        return [m for m in messages if isinstance(m, dict)]
 
     def live_preview(self) -> SlackStream | None:
         """A native stream for a thread reply where streams are on, else None."""
@@ -223,6 +312,16 @@ def _retry_after(exc: SlackApiError) -> float:
         return max(0.0, float(value)) if value is not None else 1.0
     except (TypeError, ValueError):
         return 1.0
+
+
+def _ts_key(ts: object) -> tuple[int, int] | None:
+    """A message `ts` ("seconds.micros") as numbers to order by; None if it is none."""
+    if not isinstance(ts, str):
+        return None
+    seconds, _, micros = ts.partition(".")
+    if not (seconds.isdigit() and (micros.isdigit() or not micros)):
+        return None
+    return int(seconds), int(micros or 0)
 
 
 def _field(response: Any, key: str, default: str | None = None) -> str:

@@ -25,8 +25,10 @@ log = logging.getLogger(__name__)
 
 REQUIRED_SCOPES = ("chat:write", "app_mentions:read", "im:history")
 OPTIONAL_SCOPES = {
-    "channels:history": "thread follow-ups without a new mention",
+    "channels:history": "thread follow-ups without a new mention, and finding a thread "
+    "answer posted but not recorded before a restart",
     "assistant:write": "the 'is thinking…' status",
+    "files:read": "photos, voice clips or files (Slack answers their downloads with a login page)",
 }
 _REJECTED = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}

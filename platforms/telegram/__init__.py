@@ -11,6 +11,7 @@ from typing import Any
 from ._adapter import ALLOWED_UPDATES, WEBHOOK_PATH, TelegramPlatform
 from ._filters import Accepted, BotIdentity, accept, normalise_command
 from ._format import MarkdownRenderer, Rendered
+from ._locate import locate
 from ._outbox import MAX_CHARS, TelegramOutbox, message_ref
 from ._webhook import SECRET_HEADER, WebhookReceiver
 
@@ -28,6 +29,7 @@ __all__ = [
     "WebhookReceiver",
     "accept",
     "from_config",
+    "locate",
     "message_ref",
     "normalise_command",
 ]
@@ -42,4 +44,5 @@ def from_config(config: Any, context: Any) -> TelegramPlatform:
         commands=context.commands,
         server=context.server,
         say=getattr(context, "say", None),
+        mention_rule=getattr(context, "mention_rule", None),
     )

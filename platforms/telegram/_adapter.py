@@ -24,7 +24,7 @@ from telegram.ext import AIORateLimiter, ExtBot
 from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
-from chatbridge.core.ports import MessageHandler, PlatformStartFailed
+from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
     ChatGate,
@@ -35,6 +35,7 @@ from chatbridge.platforms._runtime import (
 )
 
 from ._drafts import DraftSwitch
+from ._files import TelegramFiles, file_base_url
 from ._filters import BotIdentity, accept, decode_address
 from ._format import MarkdownRenderer
 from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
@@ -73,9 +74,12 @@ class TelegramPlatform:
         commands: Sequence[tuple[str, str]] = (),
         server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
+        mention_rule: MentionRule | None = None,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
-        message the inbox cannot take is told so (`InboxRefusals`)."""
+        message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
+        says where group messages need no mention (`require_mention: false`)."""
+        self._mention_rule = mention_rule or always_mention
         if config.mode not in ("polling", "webhook"):
             raise ValueError(f"telegram mode must be polling or webhook, not {config.mode!r}")
         self._config = config
@@ -83,11 +87,14 @@ class TelegramPlatform:
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._commands = tuple(commands)
         self._webhook = config.mode == "webhook"
+        base_url = config.base_url or "https://api.telegram.org/bot"
         self._bot: ExtBot[Any] = ExtBot(
             reveal(config.token),
-            base_url=config.base_url or "https://api.telegram.org/bot",
+            base_url=base_url,
+            base_file_url=file_base_url(base_url),
             rate_limiter=AIORateLimiter(max_retries=0),
         )
+        self._files = TelegramFiles(self._bot)
         self._renderer = MarkdownRenderer(MAX_CHARS)
         self._gate = ChatGate()
         self._drafts = DraftSwitch(bool(config.drafts))
@@ -172,6 +179,7 @@ class TelegramPlatform:
             gate=self._gate,
             private=message.conversation.kind is ChatKind.PRIVATE,
             drafts=self._drafts,
+            files=self._files,
         )
 
     async def stop_receiving(self) -> None:
@@ -192,6 +200,7 @@ class TelegramPlatform:
             return
         await self.stop_receiving()
         self._started = False
+        await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._bot.shutdown()
 
@@ -268,7 +277,7 @@ class TelegramPlatform:
             log.warning("telegram: dropped a malformed update (%s)", one_line(exc))
             return True
         try:
-            accepted = accept(update, self._me)
+            accepted = accept(update, self._me, mention_rule=self._mention_rule)
         except Exception as exc:
             log.warning("telegram: dropped an update it could not read (%s)", one_line(exc))
             return True

@@ -2,8 +2,13 @@
 
 Private chats: every text message from a human. Groups and supergroups: only
 messages addressed to the bot, i.e. that @mention it, reply to one of its
-messages, or start with a command meant for it (`/cmd` or `/cmd@thisbot`).
-Everything else returns `None` and never reaches the engine.
+messages, or start with a command meant for it (`/cmd` or `/cmd@thisbot`),
+unless the group's scope says `require_mention: false` (the `MentionRule`):
+then every message, marked as not addressed. Everything else returns `None`
+and never reaches the engine.
+
+The place is the chat and the platform (`telegram:-100123`, `telegram`); a
+forum topic has no scope of its own and follows its group.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ from dataclasses import dataclass
 
 from telegram import Chat, Message, MessageEntity, Update
 
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
+from chatbridge.core.media import kind_of
+from chatbridge.core.models import (
+    Attachment,
+    AttachmentKind,
+    ChatKind,
+    Conversation,
+    IncomingMessage,
+)
+from chatbridge.core.ports import MentionRule, always_mention
 
 _UTF16 = "utf-16-le"
 # What usually follows an address, as in "@bot, do X" or "@bot: do X".
@@ -43,7 +56,9 @@ class Accepted:
     message: IncomingMessage
 
 
-def accept(update: Update, me: BotIdentity) -> Accepted | None:
+def accept(
+    update: Update, me: BotIdentity, *, mention_rule: MentionRule = always_mention
+) -> Accepted | None:
     """The normalised message if the bot should answer `update`, else `None`.
 
     Edited messages are ignored on purpose: the first version was already
@@ -51,21 +66,27 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
     (including this one) are ignored so two bots can never talk in a loop.
     """
     msg = update.message
-    if msg is None or not isinstance(msg.text, str):
+    if msg is None:
+        return None
+    attachments = attachments_of(msg)
+    if not isinstance(msg.text, str) and not attachments:
         return None
     sender = msg.from_user
     if sender is None or sender.is_bot:
         return None
+    place = (f"telegram:{msg.chat.id}", "telegram")
+    addressed = True
     if msg.chat.type == Chat.PRIVATE:
         kind = ChatKind.PRIVATE
     elif msg.chat.type in (Chat.GROUP, Chat.SUPERGROUP):
         kind = ChatKind.GROUP
-        if not _addressed_to_me(msg, me):
+        addressed = _addressed_to_me(msg, me)
+        if not addressed and (mention_rule(place) or _command_for_another(msg, me)):
             return None
     else:
         return None
     text = normalise_command(_strip_mentions(msg, me), me)
-    if not text:
+    if not text and not attachments:
         return None  # a bare "@bot" carries no question
     # Outside forums, `message_thread_id` also marks reply chains; only a real
     # forum topic is a separate conversation.
@@ -84,7 +105,10 @@ def accept(update: Update, me: BotIdentity) -> Accepted | None:
             text=text,
             event_id=str(update.update_id),
             reply_address=encode_address(msg.chat.id, thread, reply_to),
+            attachments=attachments,
             order=msg.message_id,  # increases within a chat: the conversation's order
+            place=place,
+            addressed=addressed,
         ),
     )
 
@@ -124,15 +148,23 @@ def _addressed_to_me(msg: Message, me: BotIdentity) -> bool:
     return bool(_my_mentions(msg, me)) or _replies_to_me(msg, me) or _command_for_me(msg, me)
 
 
+def _body(msg: Message) -> tuple[str, tuple[MessageEntity, ...]]:
+    """The text and its entities: a media message's are its caption's."""
+    if msg.text is not None:
+        return msg.text, tuple(msg.entities)
+    return msg.caption or "", tuple(msg.caption_entities)
+
+
 def _entity_texts(msg: Message, types: list[str] | None = None) -> dict[MessageEntity, str]:
     """Like `Message.parse_entities`, but a lone surrogate in the text (which
     PTB cannot encode) cannot make it raise: offsets are UTF-16 units either way."""
-    units = (msg.text or "").encode(_UTF16, "surrogatepass")
+    text, entities = _body(msg)
+    units = text.encode(_UTF16, "surrogatepass")
     return {
         entity: units[entity.offset * 2 : (entity.offset + entity.length) * 2].decode(
             _UTF16, "replace"
         )
-        for entity in msg.entities
+        for entity in entities
         if types is None or entity.type in types
     }
 
@@ -166,9 +198,19 @@ def _command_for_me(msg: Message, me: BotIdentity) -> bool:
     return False
 
 
+def _command_for_another(msg: Message, me: BotIdentity) -> bool:
+    """`/cmd@otherbot`: never ours, also where no mention is needed."""
+    for entity, text in _entity_texts(msg, [MessageEntity.BOT_COMMAND]).items():
+        if entity.offset == 0:
+            _, at, target = text.partition("@")
+            return bool(at) and target.casefold() != me.username.casefold()
+    return False
+
+
 def _strip_mentions(msg: Message, me: BotIdentity) -> str:
-    """`msg.text` without the bot's @mentions; offsets are UTF-16 as Telegram sends them."""
-    text = msg.text or ""
+    """`msg.text` (or caption) without the bot's @mentions; offsets are UTF-16
+    as Telegram sends them."""
+    text, _ = _body(msg)
     mentions = sorted(_my_mentions(msg, me), key=lambda e: e.offset)
     if not mentions:
         return text.strip()
@@ -186,3 +228,61 @@ def _strip_mentions(msg: Message, me: BotIdentity) -> str:
         if entity is not None:
             cursor = entity.offset + entity.length
     return result.strip()
+
+
+def attachments_of(msg: Message) -> tuple[Attachment, ...]:
+    """The files of `msg` as references (`file_id`s), never downloaded here.
+
+    A photo comes in several sizes: its reference lists them all, largest
+    first (`photo_ref`), so the download can take the largest that fits the
+    limit; its `size` is the smallest one's. Stickers, polls, locations and
+    the like are no files to read and are left out.
+    """
+    found: list[Attachment] = []
+    if msg.photo:
+        sizes = sorted(msg.photo, key=lambda p: (p.file_size or 0, p.width * p.height))
+        ref = photo_ref([(p.file_id, p.file_size or 0) for p in reversed(sizes)])
+        found.append(
+            Attachment(
+                AttachmentKind.IMAGE, "image/jpeg", sizes[0].file_size or 0, "photo.jpg", ref
+            )
+        )
+    if msg.voice is not None:
+        v = msg.voice
+        mime = v.mime_type or "audio/ogg"
+        found.append(
+            Attachment(AttachmentKind.VOICE, mime, v.file_size or 0, "voice.ogg", v.file_id)
+        )
+    if msg.audio is not None:
+        a = msg.audio
+        name = a.file_name or "audio.mp3"
+        found.append(
+            Attachment(AttachmentKind.AUDIO, a.mime_type or "", a.file_size or 0, name, a.file_id)
+        )
+    if msg.document is not None:
+        d = msg.document
+        name, mime = d.file_name or "file", d.mime_type or ""
+        found.append(Attachment(kind_of(mime, name), mime, d.file_size or 0, name, d.file_id))
+    for media, name in ((msg.video, "video.mp4"), (msg.video_note, "video.mp4")):
+        if media is not None:
+            mime = getattr(media, "mime_type", None) or "video/mp4"
+            found.append(
+                Attachment(AttachmentKind.OTHER, mime, media.file_size or 0, name, media.file_id)
+            )
+    return tuple(found)
+
+
+def photo_ref(sizes: list[tuple[str, int]]) -> str:
+    """A photo's sizes, largest first, as one reference string."""
+    return json.dumps({"photo": sizes})
+
+
+def photo_sizes(ref: str) -> list[tuple[str, int]] | None:
+    """The sizes `photo_ref` wrote, or None for a plain `file_id`."""
+    if not ref.startswith("{"):
+        return None
+    data = json.loads(ref)
+    sizes = data.get("photo") if isinstance(data, dict) else None
+    if not isinstance(sizes, list):
+        raise ValueError("not a telegram photo reference")
+    return [(str(file_id), int(size)) for file_id, size in sizes]

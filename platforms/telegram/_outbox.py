@@ -13,7 +13,14 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 from telegramify_markdown import utf16_len
 
-from chatbridge.core.ports import DeliveryError, DeliveryRetry, PlatformLimits, SentMessage
+from chatbridge.core.models import Attachment
+from chatbridge.core.ports import (
+    DeliveryError,
+    DeliveryRetry,
+    FetchFailed,
+    PlatformLimits,
+    SentMessage,
+)
 from chatbridge.platforms._runtime import (
     ChatGate,
     ErrorRule,
@@ -24,6 +31,7 @@ from chatbridge.platforms._runtime import (
 )
 
 from ._drafts import DraftSwitch, TelegramDraft, new_draft_id
+from ._files import TelegramFiles
 from ._format import MarkdownRenderer, Rendered
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,7 @@ class TelegramOutbox:
         gate: ChatGate | None = None,
         private: bool = False,
         drafts: DraftSwitch | None = None,
+        files: TelegramFiles | None = None,
     ) -> None:
         self.limits = PlatformLimits(
             max_chars=MAX_CHARS,
@@ -96,6 +105,13 @@ class TelegramOutbox:
         self._private = private
         self._drafts = drafts
         self._draft_id = new_draft_id(reply_to)
+        self._files = files
+
+    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+        """`core.ports.FileSource`: the attachment's bytes through getFile."""
+        if self._files is None:
+            raise FetchFailed("telegram: this outbox cannot fetch files")
+        return await self._files.fetch(attachment, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
         async def call(r: Rendered) -> SentMessage:

@@ -163,6 +163,11 @@ def test_public_api_is_reexported() -> None:
         "LimitsConfig",
         "Prices",
         "parse_duration",
+        "ScopeSettings",
+        "TopLevel",
+        "check_scope_id",
+        "scope_platform",
+        "top_level_of",
     }
     assert set(config.__all__) == expected
     assert all(hasattr(config, name) for name in expected)

@@ -15,10 +15,11 @@ async def test_outcomes_are_counted_by_platform_without_user_ids(bot: TestBot) -
     text = bot.engine.metrics.render().decode()
     for outcome, count in (("answered", 2), ("command", 1), ("denied", 1), ("duplicate", 1)):
         assert outcome in OUTCOMES
-        line = f'chatbridge_messages_total{{outcome="{outcome}",platform="telegram"}} {count}.0'
+        labels = f'outcome="{outcome}",platform="telegram",scope="default"'
+        line = f"chatbridge_messages_total{{{labels}}} {count}.0"
         assert line in text, line
     assert 'chatbridge_reply_seconds_count{platform="telegram"} 2.0' in text
-    assert 'chatbridge_tokens_total{direction="input"} 20.0' in text
+    assert 'chatbridge_tokens_total{direction="input",scope="default"} 20.0' in text
     assert f'"{ALICE}"' not in text
     assert '"999"' not in text
     assert "user" not in text

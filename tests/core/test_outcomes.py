@@ -84,7 +84,8 @@ async def test_an_unexpected_error_is_told_once_and_never_answered_again(
     await engine.drain(1.0)
     assert outbox.texts == [say("en", "internal_error")]
     rendered = metrics.render().decode()
-    assert 'chatbridge_messages_total{outcome="failed",platform="telegram"} 1.0' in rendered
+    labels = 'outcome="failed",platform="telegram",scope="default"'
+    assert f"chatbridge_messages_total{{{labels}}} 1.0" in rendered
     await store.aclose()
 
     store = await _open(tmp_path / "bot.db")  # a restart with a provider that works

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from chatbridge.core.models import ChatKind
-from tests.platforms.conftest import Launch, StandInEngine
+from chatbridge.platforms.telegram import TelegramPlatform
+from tests.platforms.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 
 GROUP = -1001234
@@ -104,3 +105,51 @@ async def test_forum_topic_is_a_thread_and_the_reply_stays_in_it(
     assert fake.messages(GROUP)[-1].thread_id == 77
     [action] = fake.calls_to("sendChatAction")
     assert action.params["message_thread_id"] == 77
+
+
+async def test_where_no_mention_is_needed_every_group_message_is_taken(
+    fake: FakeTelegram, engine: StandInEngine
+) -> None:
+    """`require_mention: false` for GROUP (the rule the engine gives the adapter):
+    chatter reaches the engine marked as not addressed, with its place; a
+    command for another bot still does not; other groups still need a mention."""
+    asked: list[tuple[str, ...]] = []
+
+    def rule(place: tuple[str, ...]) -> bool:
+        asked.append(place)
+        return place[0] != f"telegram:{GROUP}"
+
+    platform = TelegramPlatform(
+        config=telegram_config(fake), handler=engine, commands=engine.commands, mention_rule=rule
+    )
+    engine.attach(platform.name, platform.outbox)
+    await platform.start()
+    try:
+        fake.push_text(GROUP, 1, "just chatting", chat_type="supergroup")
+        fake.push_text(GROUP, 1, "/help@other_bot", chat_type="supergroup")
+        fake.push_text(-1005, 1, "elsewhere", chat_type="supergroup")
+        fake.push_text(GROUP, 1, "@bridge_bot marker", chat_type="supergroup")
+        await fake.wait_for(lambda: "marker" in engine.texts())
+    finally:
+        await platform.aclose()
+    chatter, marker = engine.handled
+    assert (chatter.text, chatter.addressed) == ("just chatting", False)
+    assert chatter.place == (f"telegram:{GROUP}", "telegram")
+    assert marker.addressed is True
+    assert ("telegram:-1005", "telegram") in asked
+
+
+async def test_a_photo_in_a_group_counts_when_its_caption_mentions_the_bot(
+    fake: FakeTelegram, engine: StandInEngine, launch: Launch
+) -> None:
+    await launch()
+    photo = fake.add_file(b"\x89PNG\r\n\x1a\n....", path="photos/file_1.jpg")
+    fake.push_media(GROUP, 1, caption="Und das hier?", chat_type="supergroup", photo=[photo])
+    fake.push_media(GROUP, 1, caption="@bridge_bot was steht da?", chat_type="supergroup",
+                    photo=[photo])  # fmt: skip
+    assert await _handled_before_marker(fake, engine) == ["was steht da?"]
+    [message] = engine.handled[:1]
+    [attachment] = message.attachments
+    assert (attachment.kind, attachment.name) == ("image", "photo.jpg")
+    assert photo in attachment.ref
+    assert fake.downloads == [], "the adapter only describes; core decides and fetches"

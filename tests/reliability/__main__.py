@@ -28,6 +28,16 @@ TARGETS = (
     "tests/platforms/discord/test_catch_up.py",
     "tests/scenarios/test_full_disk_run.py",
     "tests/scenarios/test_discord_kill_catch_up.py",
+    "tests/config/test_slack_mode.py",
+    "tests/platforms/slack/test_slack_mode_log.py",
+    "tests/scenarios/test_console_bytes.py",
+    "tests/platforms/test_telegram_log_levels.py",
+    "tests/platforms/slack/test_slack_log_levels.py",
+    "tests/platforms/discord/test_log_levels.py",
+    "tests/core/test_look_back.py",
+    "tests/platforms/slack/test_slack_look_back.py",
+    "tests/platforms/discord/test_look_back.py",
+    "tests/scenarios/test_slack_kill_loop.py",
 )
 
 

@@ -71,6 +71,31 @@ CATEGORIES: tuple[Category, ...] = (
              "discord catch-up (restart, op 9)", "unhandled exceptions"),
     Category("tests/scenarios/test_discord_kill_catch_up.py", "faults injected",
              "discord kill series (catch-up)", "unhandled exceptions"),
+    # Issue 17: the Slack mode, console bytes, waited-out 429s, look before posting again.
+    *(
+        Category(file, "faults injected", "slack mode (SLACK_APP_TOKEN exported)",
+                 "unhandled exceptions")
+        for file in ("tests/config/test_slack_mode.py",
+                     "tests/platforms/slack/test_slack_mode_log.py")
+    ),
+    Category("tests/scenarios/test_console_bytes.py", "faults injected",
+             "console input not UTF-8 (any stdin mode)", "unhandled exceptions"),
+    *(
+        Category(file, "faults injected", "429 waited out: one INFO/WARNING line",
+                 "unhandled exceptions")
+        for file in ("tests/platforms/test_telegram_log_levels.py",
+                     "tests/platforms/slack/test_slack_log_levels.py",
+                     "tests/platforms/discord/test_log_levels.py")
+    ),
+    *(
+        Category(file, "faults injected", "look before posting again (unrecorded message)",
+                 "unhandled exceptions")
+        for file in ("tests/core/test_look_back.py",
+                     "tests/platforms/slack/test_slack_look_back.py",
+                     "tests/platforms/discord/test_look_back.py")
+    ),
+    Category("tests/scenarios/test_slack_kill_loop.py", "faults injected",
+             "slack kill series (look back)", "unhandled exceptions"),
     *(
         Category(f"tests/reliability/{name}.py", None, name, "unhandled exceptions")
         for name in ("test_normaliser_fuzz", "test_config_fuzz", "test_input_fuzz",

@@ -30,6 +30,8 @@ import aiohttp
 import pytest
 import redis
 
+from chatbridge.core.models import InboxEntry
+from chatbridge.core.store.redis_store import RedisStore
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -136,7 +138,7 @@ async def start_replica(root: Path, n: int, openai: FakeOpenAI, telegram: FakeTe
     return Replica(process, port)
 
 
-async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: float = 20) -> None:
+async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: float = 60) -> None:
     deadline = time.monotonic() + within
     while True:
         if replica.process.returncode is not None:
@@ -149,6 +151,25 @@ async def wait_ready(http: aiohttp.ClientSession, replica: Replica, within: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"replica on port {replica.port} not ready in {within} s")
         await asyncio.sleep(0.1)
+
+
+async def pending() -> list[InboxEntry]:
+    """The inbox entries the replicas share that are not answered yet."""
+    store = RedisStore(redis_url(DB), max_entries=100)
+    await store.open()
+    try:
+        return await store.inbox_pending()
+    finally:
+        await store.aclose()
+
+
+async def until_inbox(check: object, within: float = 15) -> None:
+    """Until `check(pending entries)` holds (an empty inbox: nothing more can be posted)."""
+    deadline = time.monotonic() + within
+    while not check(await pending()):  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the inbox never got there: {await pending()}")
+        await asyncio.sleep(0.05)
 
 
 class StreamSampler:
@@ -192,7 +213,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                     await asyncio.sleep(0.05)
                 expected = [answer_to(t) for t in texts]
                 await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) >= 6, within=15)
-                await asyncio.sleep(0.3)  # a duplicate answer would show by now
+                await until_inbox(lambda entries: not entries)  # nothing more can be posted
                 assert telegram.bot_texts(ALICE) == expected, "not each answered once, in order"
                 assert [r.body["messages"][-1]["content"] for r in openai.requests] == texts
                 for n, request in enumerate(openai.requests):  # exactly the earlier exchanges
@@ -208,7 +229,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                     lambda: len(telegram.bot_texts(ALICE)) == 7 and openai.open_streams == 1,
                     within=10,
                 )
-                await asyncio.sleep(0.3)
+                await until_inbox(lambda entries: any(e.sent for e in entries))  # recorded
                 partial = telegram.bot_texts(ALICE)[-1]
                 assert partial != answer_to(slow), "m7 finished before the kill"
                 victim.process.send_signal(signal.SIGKILL)
@@ -220,7 +241,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                 expected += [answer_to(slow), answer_to(after)]
                 await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == expected, within=15)
                 recovered = time.monotonic() - killed_at
-                await asyncio.sleep(0.3)
+                await until_inbox(lambda entries: not entries)
                 assert telegram.bot_texts(ALICE) == expected
             assert sampler.samples > 100
             assert sampler.peak <= 1, "two streams for one conversation at once"

@@ -204,11 +204,20 @@ async def test_sigkill_series_answers_what_was_written_while_dead_exactly_once(
         "chatter": [t for t in users.chatter if any(t in m for m in texts)],
     }
     partials = [m for m in texts if any(a.startswith(m) and a != m for a in expected)]
+    # One bot message (an answer or a notice) per message owed one; every other
+    # bot message is extra, partial ones included (no allowance).
+    owed = len(users.old) + len(users.young) + len(users.live)
+    extra = len(texts) - owed
+    duplicates = [a for a in expected if texts.count(a) > 1]
     print(
         f"\ndiscord kill series: kills={KILLS} written_while_dead="
         f"{len(users.old) + len(users.young)} (old={len(users.old)}) live={len(users.live)} "
         f"chatter={len(users.chatter)} wrong={sum(len(v) for v in summary.values())} "
-        f"partials_left={len(partials)} bot_messages={len(texts)}"
+        f"duplicates={len(duplicates)} partials_left={len(partials)} "
+        f"extra_bot_messages={extra} bot_messages={len(texts)}"
     )
     assert process.returncode == 0, err.decode(errors="replace")
     assert summary == {"old": [], "young": [], "live": [], "chatter": []}, summary
+    assert duplicates == [], duplicates
+    assert partials == [], partials
+    assert extra == 0, texts

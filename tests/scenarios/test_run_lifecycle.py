@@ -106,7 +106,7 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
                 # The inbox recognised the redelivery before that second 200.
                 async with http.get(f"{base}/metrics") as response:
                     early = await response.text()
-                assert 'outcome="duplicate",platform="telegram"} 1.0' in early
+                assert 'outcome="duplicate",platform="telegram",scope="default"} 1.0' in early
                 await telegram.wait_for(lambda: "Hallo zurück" in telegram.bot_texts(ALICE))
                 async with http.get(f"{base}/healthz") as response:
                     assert response.status == 200
@@ -125,8 +125,9 @@ async def test_webhook_mode_through_chatbridge_run(tmp_path: Path) -> None:
     assert process.returncode == 0, err.decode()
     assert telegram.webhook["url"] == url
     assert telegram.bot_texts(ALICE) == ["Hallo zurück"], "redelivery answered twice"
-    assert 'chatbridge_messages_total{outcome="answered",platform="telegram"} 1.0' in metrics
-    assert 'outcome="duplicate",platform="telegram"} 1.0' in metrics
+    answered = 'outcome="answered",platform="telegram",scope="default"'
+    assert f"chatbridge_messages_total{{{answered}}} 1.0" in metrics
+    assert 'outcome="duplicate",platform="telegram",scope="default"} 1.0' in metrics
     assert [r.body["messages"][-1]["content"] for r in openai.requests] == ["Hallo"]
 
 

@@ -99,6 +99,7 @@ class StoredMessage:
     edit_times: list[float] = field(default_factory=list)  # monotonic time of every edit
     timestamp: str = ""
     edited_timestamp: str | None = None
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def by_bot(self) -> bool:
@@ -201,6 +202,9 @@ class FakeDiscord(GatewayMixin):
         self.interactions: dict[int, InteractionRecord] = {}
         self.typing: list[int] = []  # channel ids, one per POST /typing
         self._messages: dict[int, dict[int, StoredMessage]] = {}
+        self.cdn: dict[str, bytes] = {}  # attachment path -> bytes, served like Discord's CDN
+        self.downloads: list[str] = []  # attachment paths whose bytes were served
+        self.fail_downloads = False  # the CDN answers 404 (an expired signed URL)
         self._faults: list[dict[str, Any]] = []
         self._last_id = 0
         self.clock: Callable[[], float] = time.time  # the world's time for new snowflakes
@@ -217,6 +221,7 @@ class FakeDiscord(GatewayMixin):
         app.router.add_get("/gw", self._gateway)
         app.router.add_get("/gw/{tail:.*}", self._gateway)
         app.router.add_route("*", "/api/v{version:\\d+}/{tail:.*}", self._api)
+        app.router.add_get("/attachments/{tail:.+}", self._cdn)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -231,6 +236,52 @@ class FakeDiscord(GatewayMixin):
     @property
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/v10"
+
+    # -- attachments ---------------------------------------------------------
+    def attachment(
+        self,
+        data: bytes,
+        filename: str,
+        content_type: str | None,
+        *,
+        voice: bool = False,
+        reported_size: int | None = None,
+    ) -> dict[str, Any]:
+        """An attachment object as MESSAGE_CREATE carries it, its bytes on the
+        fake CDN behind a signed, expiring URL (`?ex=…&is=…&hm=…`) as Discord's."""
+        aid = self._snowflake()
+        path = f"{CHANNEL_ID}/{aid}/{filename}"
+        self.cdn[path] = data
+        url = f"http://127.0.0.1:{self.port}/attachments/{path}?ex=6790a1b2&is=678f5032&hm=abc123"
+        data_json: dict[str, Any] = {
+            "id": str(aid), "filename": filename, "size": len(data)
+            if reported_size is None else reported_size, "url": url, "proxy_url": url,
+        }  # fmt: skip
+        if content_type is not None:
+            data_json["content_type"] = content_type
+        if voice:
+            data_json |= {"duration_secs": 3.2, "waveform": "AAAA", "flags": 0}
+        return data_json
+
+    async def send_dm_files(
+        self, content: str, attachments: list[dict[str, Any]], *, author: int = USER_ID
+    ) -> dict[str, Any]:
+        """A DM with attachments; a voice attachment makes it a voice message (flag 8192)."""
+        voice = any("waveform" in a for a in attachments)
+        data = self.user_message(self.dm_channel(author), content, author=author)
+        stored = self._messages[int(data["channel_id"])][int(data["id"])]
+        stored.attachments = list(attachments)
+        stored.flags |= 8192 if voice else 0
+        data = self._message_json(stored, gateway=True)
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def _cdn(self, request: web.Request) -> web.Response:
+        path = request.match_info["tail"]
+        if path not in self.cdn or self.fail_downloads or "hm" not in request.query:
+            return web.Response(status=404, text="This content is no longer available.")
+        self.downloads.append(path)
+        return web.Response(body=self.cdn[path], content_type="application/octet-stream")
 
     # -- test-side helpers -------------------------------------------------
     def calls_to(self, pattern: str) -> list[Call]:
@@ -610,7 +661,8 @@ class FakeDiscord(GatewayMixin):
             "id": str(m.id), "channel_id": str(m.channel_id), "author": m.author,
             "content": m.content, "timestamp": m.timestamp, "edited_timestamp": m.edited_timestamp,
             "tts": False, "mention_everyone": False, "mentions": mentions, "mention_roles": [],
-            "attachments": [], "embeds": [], "components": [], "pinned": False, "flags": m.flags,
+            "attachments": m.attachments, "embeds": [], "components": [], "pinned": False,
+            "flags": m.flags,
             "type": 19 if m.reference else (20 if m.interaction_id else 0),  # REPLY, CHAT_INPUT
         }  # fmt: skip
         if m.interaction_id is not None:

@@ -14,6 +14,10 @@ prompt; the real API's 1,024-token minimum is left out).
 from __future__ import annotations
 
 import json
+from collections import deque
+from dataclasses import dataclass
+
+from aiohttp import web
 
 from tests.support.sse import Body, FakeSSEServer, Fault, Frames, sse
 
@@ -21,11 +25,30 @@ CREATED = 1_700_000_000
 
 
 def _words(messages: list[Body]) -> int:
-    return sum(len(str(m.get("content", "")).split()) for m in messages)
+    return sum(len(_text_of(m.get("content", "")).split()) for m in messages)
+
+
+def _text_of(content: object) -> str:
+    """A message's text: the content string, or its text parts (images don't count)."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    """One `POST /v1/audio/transcriptions` as the fake saw it (multipart form)."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    authorization: str
 
 
 class FakeOpenAI(FakeSSEServer):
     path = "/v1/chat/completions"
+    reject_images = False  # an OpenAI-compatible server without vision: 400 on image parts
 
     def __init__(
         self,
@@ -36,6 +59,46 @@ class FakeOpenAI(FakeSSEServer):
     ) -> None:
         super().__init__(default_text=default_text, chunk_chars=chunk_chars, api_key=api_key)
         self._cached: dict[str, list[list[str]]] = {}  # cache key -> earlier prompts
+        self.transcriptions: list[Transcription] = []
+        self.transcripts: deque[str] = deque()  # scripted texts; default "Hallo."
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        """Like OpenAI: a multipart form with `model` and `file`; JSON `{text, usage}`."""
+        if self.api_key is not None and self.presented_key(request) != self.api_key:
+            error = {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                     "param": None, "code": "invalid_api_key"}  # fmt: skip
+            return web.json_response({"error": error}, status=401)
+        form = await request.post()
+        upload, model = form.get("file"), form.get("model")
+        if not isinstance(upload, web.FileField) or not isinstance(model, str):
+            error = {"message": "file and model are required", "type": "invalid_request_error",
+                     "param": "file", "code": None}  # fmt: skip
+            return web.json_response({"error": error}, status=400)
+        data = upload.file.read()
+        self.transcriptions.append(
+            Transcription(model, upload.filename, upload.content_type, data,
+                          request.headers.get("Authorization", ""))
+        )  # fmt: skip
+        text = self.transcripts.popleft() if self.transcripts else "Hallo."
+        usage = {"type": "tokens", "input_tokens": 14, "output_tokens": len(text.split()),
+                 "total_tokens": 14 + len(text.split()),
+                 "input_token_details": {"text_tokens": 0, "audio_tokens": 14}}  # fmt: skip
+        return web.json_response({"text": text, "usage": usage})
+
+    def refused(self, body: Body) -> Fault | None:
+        if self.reject_images and any(
+            isinstance(m.get("content"), list)
+            and any(p.get("type") == "image_url" for p in m["content"])
+            for m in body.get("messages", [])
+        ):
+            return Fault.status_error(
+                400, "invalid_request_error", "Invalid content type. image_url is only supported "
+                "by certain models."
+            )  # fmt: skip
+        return None
 
     def cached_words(self, body: Body) -> int:
         """Words of the longest earlier prompt (same key) this one starts with."""

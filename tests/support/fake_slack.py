@@ -8,8 +8,10 @@ and `AsyncSocketModeHandler(app, APP_TOKEN)`, whose client calls
 Web API answers are HTTP 200 `{"ok": false, "error": …}` like Slack's, except
 429 `ratelimited` with `Retry-After`. Per channel it keeps the messages a Slack
 client would show (current text, blocks, thread, edits, streaming state);
-delivered events enter that transcript too. Every Web API call is recorded in
-`calls`, every envelope and its ack in `deliveries`.
+delivered events enter that transcript too, and `conversations.history` /
+`conversations.replies` read it back (window, limit, cursor as Slack pages).
+Every Web API call is recorded in `calls`, every envelope and its ack in
+`deliveries`.
 
 Always enforced: text > 40,000 chars `msg_too_long`; markdown blocks > 12,000
 chars in total, a section text > 3,000 or > 50 blocks `invalid_blocks`; stream
@@ -48,6 +50,8 @@ APP_TOKEN = "xapp-test-app-token"
 _NEEDS = {
     "assistant.threads.setStatus": "assistant:write", "users.info": "users:read",
     "conversations.info": "channels:read,groups:read,mpim:read,im:read",
+    "conversations.history": "channels:history,groups:history,im:history,mpim:history",
+    "conversations.replies": "channels:history,groups:history,im:history,mpim:history",
 }  # fmt: skip
 _APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{2,}$")
@@ -91,6 +95,9 @@ class FakeSlack:
         self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._payloads: dict[str, dict[str, Any]] = {}
         self._event_ids = itertools.count(1)
+        self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
+        self.downloads: list[str] = []  # file ids whose bytes were served
+        self.fail_downloads = False  # url_private answers 500
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -99,6 +106,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._dispatch)
         app.router.add_get("/link/", self._socket)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -173,7 +181,51 @@ class FakeSlack:
         self._observe(event)
         return payload
 
+    # -- files -------------------------------------------------------------
+    def add_file(
+        self, data: bytes, name: str, mimetype: str, *, reported_size: int | None = None,
+        clip: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A file object as `files[]` of a file_share event carries it; the bytes
+        are behind `url_private(_download)`, which needs the bot token and files:read.
+        `clip`: an audio clip recorded in Slack (`subtype: slack_audio`)."""
+        file_id = f"F0{len(self.files) + 1:08d}"
+        self.files[file_id] = (data, mimetype)
+        url = f"http://127.0.0.1:{self.port}/files-pri/{ev.TEAM_ID}-{file_id}"
+        size = len(data) if reported_size is None else reported_size
+        obj: dict[str, Any] = {
+            "id": file_id, "created": int(time.time()), "timestamp": int(time.time()),
+            "name": name, "title": name, "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1], "pretty_type": mimetype, "user": ev.USER_ID,
+            "mode": "hosted", "editable": False, "is_external": False, "size": size,
+            "url_private": f"{url}/{name}", "url_private_download": f"{url}/download/{name}",
+            "permalink": f"https://example.slack.com/files/{ev.USER_ID}/{file_id}/{name}",
+        }  # fmt: skip
+        if clip:
+            obj |= {"subtype": "slack_audio", "transcription": {"status": "complete",
+                    "locale": "de-DE", "preview": {"content": "…", "has_more": False}}}  # fmt: skip
+        return obj
+
+    async def _file(self, request: web.Request) -> web.Response:
+        """Like Slack: without the bot token and files:read, the HTML login page (200)."""
+        file_id = request.match_info["team_file"].partition("-")[2]
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if token != self.bot_token or "files:read" not in self.scopes:
+            page = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        if file_id not in self.files:
+            return web.Response(status=404, text="file not found")
+        if self.fail_downloads:
+            return web.Response(status=500, text="internal error")
+        self.downloads.append(file_id)
+        data, mimetype = self.files[file_id]
+        return web.Response(body=data, content_type=mimetype)
+
     # -- Socket Mode -------------------------------------------------------
+    def user_message(self, event: dict[str, Any]) -> None:
+        """Slack holds the message of `event`, but no delivery carried it (chatbridge was down)."""
+        self._observe(event)
+
     async def socket_event(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0,
         retry_reason: str = "", within: float = 30.0, require_ack: bool = True,
@@ -407,6 +459,27 @@ class FakeSlack:
             raise ApiError("channel_not_found")
         return {"channel": channel}
 
+    def _api_conversations_history(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages (thread replies only as their parents), newest first."""
+        store = self._store[self._channel(p)]
+        shown = [m for m in store.values() if not m.thread_ts or m.thread_ts == m.ts]
+        return _page(sorted(shown, key=_ts_order, reverse=True), p)
+
+    def _api_conversations_replies(self, p: dict[str, Any]) -> dict[str, Any]:
+        """The thread's parent first, then its replies oldest first (the window
+        `oldest`/`latest` applies to the replies; the parent always comes)."""
+        store = self._store[self._channel(p)]
+        parent = store.get(str(p.get("ts", "")))
+        if parent is None:
+            raise ApiError("thread_not_found")
+        replies = sorted(
+            (m for m in store.values() if m.thread_ts == parent.ts and m.ts != parent.ts),
+            key=_ts_order,
+        )
+        page = _page(replies, p)
+        page["messages"].insert(0, parent.to_json())
+        return page
+
     def _api_users_info(self, p: dict[str, Any]) -> dict[str, Any]:
         user = self.users.get(str(p.get("user", "")))
         if user is None:
@@ -466,6 +539,46 @@ class FakeSlack:
             stored.text, stored.edits = event["message"].get("text", ""), stored.edits + 1
         elif subtype == "message_deleted":
             store.pop(event.get("deleted_ts", ""), None)
+
+
+def _ts_order(message: StoredMessage | str) -> tuple[int, int]:
+    """A `ts` ("seconds.micros") as numbers; ValueError for anything else."""
+    ts = message if isinstance(message, str) else message.ts
+    seconds, _, micros = ts.partition(".")
+    return int(seconds), int(micros.ljust(6, "0") or 0)
+
+
+def _page(messages: list[StoredMessage], p: dict[str, Any]) -> dict[str, Any]:
+    """Slack's window and paging: `oldest`/`latest` exclusive unless `inclusive`,
+    `limit` (default 100, at most 999), an opaque `cursor`, `has_more`."""
+    inclusive = str(p.get("inclusive", "")).lower() in ("1", "true")
+
+    def within(message: StoredMessage) -> bool:
+        at = _ts_order(message)
+        for bound, later in ((p.get("oldest"), True), (p.get("latest"), False)):
+            if not bound:
+                continue
+            try:
+                limit = _ts_order(str(bound))
+            except ValueError:
+                raise ApiError("invalid_arguments") from None
+            if (at == limit and not inclusive) or (at < limit if later else at > limit):
+                return False
+        return True
+
+    try:
+        limit = min(max(int(p.get("limit") or 100), 1), 999)
+        start = int(p.get("cursor") or 0)
+    except ValueError:
+        raise ApiError("invalid_cursor") from None
+    shown = [m for m in messages if within(m)]
+    chunk = shown[start : start + limit]
+    more = start + limit < len(shown)
+    return {
+        "messages": [m.to_json() for m in chunk],
+        "has_more": more,
+        "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+    }
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

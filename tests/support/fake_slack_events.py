@@ -28,6 +28,7 @@ ACK_DEADLINE = 3.0  # Slack retries an event not acked (2xx / envelope ack) with
 MAX_TEXT, MAX_MARKDOWN, MAX_SECTION, MAX_BLOCKS = 40_000, 12_000, 3_000, 50
 DEFAULT_SCOPES = frozenset({
     "app_mentions:read", "assistant:write", "channels:history", "channels:read", "chat:write",
+    "files:read",
     "groups:history", "groups:read", "im:history", "im:read", "im:write", "mpim:read",
     "users:read",
 })  # fmt: skip
@@ -104,6 +105,15 @@ def app_mention(
     return user_message(
         text, channel=channel, user=user, thread_ts=thread_ts, ts=ts, kind="app_mention"
     )
+
+
+def file_share(
+    text: str, files: list[dict[str, Any]], *, user: str = USER_ID, channel: str = DM_CHANNEL,
+) -> dict[str, Any]:  # fmt: skip
+    """A message with files (`subtype: file_share`), as `message.im` delivers it."""
+    event = user_message(text, channel=channel, user=user)
+    return event | {"subtype": "file_share", "files": files, "upload": False,
+                    "display_as_bot": False}  # fmt: skip
 
 
 def bot_message(

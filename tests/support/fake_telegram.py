@@ -77,6 +77,19 @@ class StoredMessage:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class TelegramFile:
+    file_id: str
+    data: bytes
+    path: str  # file_path, e.g. photos/file_1.jpg
+    size: int  # what Telegram reports (may lie in tests)
+    too_big: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
 class ApiError(Exception):
     def __init__(self, code: int, description: str, **parameters: Any) -> None:
         super().__init__(description)
@@ -106,6 +119,9 @@ class FakeTelegram:
         self._refuse_drafts: str | None = None
         self._unknown: set[str] = set()
         self.drafts: defaultdict[int, list[tuple[int, str]]] = defaultdict(list)
+        self.files: dict[str, TelegramFile] = {}
+        self.downloads: list[str] = []  # file_paths whose bytes were served, in order
+        self.fail_downloads = False  # /file/... answers 500
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -113,6 +129,7 @@ class FakeTelegram:
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -209,6 +226,89 @@ class FakeTelegram:
             message["reply_to_message"] = replied
         kind = "edited_message" if edited else "message"
         return {"update_id": next(self._update_ids), kind: message}
+
+    def add_file(
+        self, data: bytes, *, path: str, reported_size: int | None = None, too_big: bool = False
+    ) -> str:
+        """Keep `data` as a file; returns its file_id. `reported_size` lies about
+        the size in getFile; `too_big` makes getFile refuse it as the cloud API
+        does past 20 MB."""
+        file_id = f"AgAC{len(self.files) + 1:04d}{path.replace('/', '_').replace('.', '_')}"
+        size = len(data) if reported_size is None else reported_size
+        self.files[file_id] = TelegramFile(file_id, data, path, size, too_big)
+        return file_id
+
+    def push_media(
+        self,
+        chat_id: int,
+        user_id: int,
+        *,
+        caption: str | None = None,
+        chat_type: str = "private",
+        **media: Any,
+    ) -> int:
+        """Queue a media message: `photo=[file_id, ...]` (smallest first),
+        `voice=file_id`, `audio=file_id`, `document=file_id`; sizes, types and
+        names come from the stored files."""
+        chat = self._chat(chat_id, chat_type, forum=False)
+        sender = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids[chat_id]),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+        }
+        if caption is not None:
+            message["caption"] = caption
+            entities = _detect_entities(caption)
+            if entities:
+                message["caption_entities"] = entities
+        for kind, value in media.items():
+            message[kind] = self._media_json(kind, value)
+        update_id = next(self._update_ids)
+        self._pending.append({"update_id": update_id, "message": message})
+        self._arrived.set()
+        return update_id
+
+    def _media_json(self, kind: str, value: Any) -> Any:
+        if kind == "photo":
+            return [
+                {"file_id": f, "file_unique_id": f"u{f}", "width": 90 * (i + 1),
+                 "height": 60 * (i + 1), "file_size": self.files[f].size}
+                for i, f in enumerate(value)
+            ]  # fmt: skip
+        file = self.files[value]
+        base = {"file_id": value, "file_unique_id": f"u{value}", "file_size": file.size}
+        if kind == "voice":
+            return base | {"duration": 3, "mime_type": "audio/ogg"}
+        if kind == "audio":
+            return base | {"duration": 3, "mime_type": "audio/mpeg", "file_name": file.name}
+        mime = {"txt": "text/plain", "pdf": "application/pdf", "png": "image/png"}.get(
+            file.name.rsplit(".", 1)[-1], "application/octet-stream"
+        )
+        return base | {"file_name": file.name, "mime_type": mime}
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """GET /file/bot<token>/<file_path>, as the Bot API serves files."""
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401, text="Unauthorized")
+        path = request.match_info["path"]
+        found = next((f for f in self.files.values() if f.path == path), None)
+        if found is None:
+            return web.Response(status=404, text="Not Found")
+        if self.fail_downloads:
+            return web.Response(status=500, text="Internal Server Error")
+        self.downloads.append(path)
+        return web.Response(body=found.data, content_type="application/octet-stream")
+
+    async def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
+        file = self.files.get(str(params.get("file_id")))
+        if file is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if file.too_big:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {"file_id": file.file_id, "file_unique_id": f"u{file.file_id}",
+                "file_size": file.size, "file_path": file.path}  # fmt: skip
 
     async def post_webhook(self, url: str, update: dict[str, Any], *, secret: str | None) -> int:
         """POST `update` to a webhook like Telegram; returns the HTTP status."""

@@ -172,6 +172,9 @@ class FakeSSEServer:
     def prompt_words(self, body: Body) -> int:
         raise NotImplementedError
 
+    def add_routes(self, app: web.Application) -> None:
+        """More endpoints of the same API (a subclass's), besides `path`."""
+
     def refused(self, body: Body) -> Fault | None:
         """The 4xx the API answers for a request it rejects; None: accepted."""
         return None
@@ -206,8 +209,9 @@ class FakeSSEServer:
         return True
 
     async def __aenter__(self) -> Self:
-        app = web.Application()
+        app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post(self.path, self._handle)
+        self.add_routes(app)
         # Cancel handlers when the client hangs up, so stalled faults don't linger.
         self._runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5

@@ -188,9 +188,12 @@ async def test_commit_of_a_forgotten_user_still_marks_done(backend: str, path: P
     assert SECRET not in _everything(backend, path)
 
 
-async def test_forget_keeps_pending_entries_and_done_ones_hold_nothing(
+async def test_forget_erases_done_entries_and_keeps_only_what_arrives_after_it(
     backend: str, path: Path
 ) -> None:
+    """A done entry holds nothing after a forget; an entry received after the
+    forget (1 s later here) stays pending with its text. Entries pending at the
+    forget are dropped: tests/core/store/test_forget_inbox.py."""
     store = await opened(backend, path)
     now = time.time()
     await store.inbox_add(inbox_entry("telegram:9001", SECRET, at=now, user="1"))
@@ -291,3 +294,21 @@ def _race_in_threads(path: Path, keys: list[str]) -> list[list[bool]]:
         t.join(timeout=30)
     assert not errors, errors
     return wins
+
+
+async def test_attachments_are_kept_as_references_and_dropped_by_done(
+    backend: str, path: Path
+) -> None:
+    from chatbridge.core.models import Attachment, AttachmentKind
+
+    store = await opened(backend, path)
+    voice = Attachment(AttachmentKind.VOICE, "audio/ogg", 3000, "voice.ogg", f"AwAC-{SECRET}")
+    entry = inbox_entry("telegram:9", "", at=time.time())
+    entry = replace(entry, message=replace(entry.message, attachments=(voice,)))
+    assert await store.inbox_add(entry) is True
+    assert await store.inbox_pending() == [entry]
+    assert SECRET in _everything(backend, path)  # the check can fail: it is stored
+    await store.inbox_done(entry.key)
+    assert await store.inbox_pending() == []
+    await store.aclose()
+    assert SECRET not in _everything(backend, path), "a done entry keeps no file reference"

@@ -423,3 +423,38 @@ async def test_bolt_http_mode_signatures_retries_and_url_verification(slack: Fak
         assert [text for text, _ in runs] == ["over http", "over http"]
     finally:
         await runner.cleanup()
+
+
+async def test_history_and_replies_page_as_slack_does(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    question = ev.dm_message("Frage")
+    slack.user_message(question)
+    posted = []
+    for n in range(3):
+        reply = await client.chat_postMessage(channel=ev.DM_CHANNEL, text=f"antwort {n}")
+        posted.append(reply["ts"])
+    in_thread = await client.chat_postMessage(
+        channel=ev.DM_CHANNEL, text="im Faden", thread_ts=question["ts"]
+    )
+
+    # history: top level only, newest first, `oldest` exclusive, paged by cursor.
+    first = await client.conversations_history(
+        channel=ev.DM_CHANNEL, oldest=question["ts"], limit=2
+    )
+    assert [m["ts"] for m in first["messages"]] == [posted[2], posted[1]]
+    assert first["has_more"] is True
+    cursor = first["response_metadata"]["next_cursor"]
+    rest = await client.conversations_history(
+        channel=ev.DM_CHANNEL, oldest=question["ts"], limit=2, cursor=cursor
+    )
+    assert [m["ts"] for m in rest["messages"]] == [posted[0]]
+    assert rest["has_more"] is False
+    assert all(m["bot_id"] == ev.BOT_ID for m in rest["messages"])
+
+    # replies: the parent first, then the thread oldest first.
+    thread = await client.conversations_replies(channel=ev.DM_CHANNEL, ts=question["ts"])
+    assert [m["ts"] for m in thread["messages"]] == [question["ts"], in_thread["ts"]]
+    with pytest.raises(SlackApiError) as refused:
+        await client.conversations_replies(channel=ev.DM_CHANNEL, ts="1.000001")
+    assert refused.value.response["error"] == "thread_not_found"

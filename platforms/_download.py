@@ -1,0 +1,96 @@
+"""Downloading an attachment with a cap: what every adapter's `fetch_file` uses.
+
+The size the platform announced is checked before the request (by the
+caller) and the `Content-Length` before the body; the body is read in chunks
+and the download stops as soon as it passes the limit, since both can lie.
+Errors are `core.ports` media errors whose text names no URL (a Telegram file
+URL carries the bot token) and no header.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import aiohttp
+
+from chatbridge.core.ports import FetchFailed, FileTooLarge
+
+__all__ = ["Downloader"]
+
+log = logging.getLogger(__name__)
+
+CHUNK = 64 * 1024
+TIMEOUT = aiohttp.ClientTimeout(total=120, sock_connect=15, sock_read=30)
+
+
+class Downloader:
+    """One aiohttp session per adapter, opened on first use; `aclose()` on shutdown."""
+
+    def __init__(self, platform: str) -> None:
+        self._platform = platform
+        self._session: aiohttp.ClientSession | None = None
+
+    async def get(
+        self,
+        url: str,
+        *,
+        limit: int,
+        headers: Mapping[str, str] | None = None,
+        refuse_html: bool = False,
+    ) -> bytearray:
+        """The body of `url`, at most `limit` bytes.
+
+        `refuse_html`: an HTML page is a refusal, not the file (Slack answers a
+        download without `files:read` with its login page, often as 200).
+        Raises `FileTooLarge` or `FetchFailed`, nothing else.
+        """
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=TIMEOUT)
+        what = f"{self._platform} file"
+        try:
+            async with self._session.get(url, headers=headers, allow_redirects=True) as response:
+                if response.status != 200:
+                    raise FetchFailed(f"{what}: HTTP {response.status}")
+                if refuse_html and response.content_type == "text/html":
+                    raise FetchFailed(f"{what}: got an HTML page instead of the file")
+                announced = response.content_length
+                if announced is not None and announced > limit:
+                    raise FileTooLarge(f"{what}: Content-Length {announced} over {limit}")
+                return await _read(response, announced, limit, what)
+        except (FileTooLarge, FetchFailed):
+            raise
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise FetchFailed(f"{what}: {type(exc).__name__}") from None
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _read(
+    response: aiohttp.ClientResponse, announced: int | None, limit: int, what: str
+) -> bytearray:
+    """The body in one buffer: sized once when the length is announced (no
+    regrowth copies of a large file), grown otherwise; capped either way."""
+    if announced is None:
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(CHUNK):
+            body += chunk
+            if len(body) > limit:
+                raise FileTooLarge(f"{what}: more than {limit} bytes arrived")
+        return body
+    body = bytearray(announced)
+    view, filled = memoryview(body), 0
+    try:
+        async for chunk in response.content.iter_chunked(CHUNK):
+            if filled + len(chunk) > announced:
+                raise FetchFailed(f"{what}: more bytes than its Content-Length")
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+    finally:
+        view.release()
+    if filled != announced:
+        raise FetchFailed(f"{what}: {filled} of {announced} bytes arrived")
+    return body

@@ -1,0 +1,177 @@
+"""Images through `chatbridge run`: peak memory and the time one image adds.
+
+    python -m tests.bench.bench_media [rounds] [--mb 10]
+
+The real `chatbridge run` (a child process) serves Telegram against the fake
+Bot API and answers with the openai SDK against the fake OpenAI; the fakes
+run in this process, so the child's memory is chatbridge's alone.
+
+1. Memory: after a warm-up answer, the child's resident set (`VmRSS`) is the
+   idle figure; its peak (`VmHWM`) is reset (`/proc/PID/clear_refs` = 5) and
+   one photo of `--mb` MB (PNG signature, random bytes) is answered; the new
+   peak minus idle is what handling the image cost, printed as a multiple of
+   the image's size.
+2. Time: rounds alternate a text message and a photo with the same caption
+   (each from a new user, so no image stays in a live session), timed from the
+   update being queued to the answer in the chat; the difference of the
+   medians is what an image adds. Beside it, the same download (the fake's
+   `/file/bot…` URL through chatbridge's capped `Downloader`) plus base64
+   encoding, timed in this process: the floor an image cannot go below.
+   The image also travels to the model (13.3 MB of JSON over loopback, parsed
+   by the fake), which the difference includes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from chatbridge.platforms._download import Downloader
+from tests.support.cli import CHATBRIDGE, clean_env, free_port
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.media import PNG_HEAD
+
+CONFIG = """
+platforms:
+  telegram: {{enabled: true, token: "{token}", base_url: "{base_url}", drafts: false}}
+memory: {{path: "{db}"}}
+server: {{port: {port}}}
+access: {{allow: [{allow}]}}
+providers:
+  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai}"}}
+media: {{max_file_bytes: 64MB}}
+"""
+
+
+def status(pid: int, field: str) -> int:
+    """A `kB` field of /proc/PID/status, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def reset_peak(pid: int) -> bool:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def image(mb: float, seed: int) -> bytes:
+    size = int(mb * 1024 * 1024)
+    return PNG_HEAD + os.urandom(size - len(PNG_HEAD) - 1) + bytes([seed % 256])
+
+
+async def answered(telegram: FakeTelegram, chat: int, push: object) -> float:
+    started = time.perf_counter()
+    assert callable(push)
+    push()
+    await telegram.wait_for(lambda: bool(telegram.bot_texts(chat)), within=120)
+    return time.perf_counter() - started
+
+
+async def floor(telegram: FakeTelegram, data: bytes, rounds: int) -> list[float]:
+    """Download through chatbridge's Downloader plus base64, as the child does it."""
+    file_id = telegram.add_file(data, path="photos/floor.jpg")
+    url = f"http://127.0.0.1:{telegram.port}/file/bot{telegram.token}/photos/floor.jpg"
+    assert file_id
+    downloader = Downloader("bench")
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        body = await downloader.get(url, limit=len(data) + 1)
+        text = base64.b64encode(body).decode("ascii")
+        times.append(time.perf_counter() - started)
+        del body, text
+    await downloader.aclose()
+    return times
+
+
+async def main(rounds: int, mb: float) -> None:
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; image {mb:g} MB")
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        with tempfile.TemporaryDirectory() as tmp:
+            workdir = Path(tmp)
+            config = workdir / "chatbridge.yaml"
+            config.write_text(CONFIG.format(
+                token=telegram.token, base_url=telegram.base_url, db=workdir / "bench.db",
+                port=free_port(), openai=openai.base_url,
+                allow=", ".join(f"telegram:{c}" for c in range(1001, 1100)),
+            ))  # fmt: skip
+            child = await asyncio.create_subprocess_exec(
+                *CHATBRIDGE, "run", "--config", str(config), cwd=workdir, env=clean_env(),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                chat = 1000
+                for _ in range(2):  # warm-up: SDK imported, connections open
+                    chat += 1
+                    await answered(telegram, chat, lambda c=chat: telegram.push_text(c, c, "Hi"))
+                idle = status(child.pid, "VmRSS")
+                reset = reset_peak(child.pid)
+                data = image(mb, 0)
+                photo = telegram.add_file(data, path="photos/p0.jpg")
+                chat += 1
+                await answered(telegram, chat, lambda c=chat: telegram.push_media(
+                    c, c, caption="Was steht da?", photo=[photo]))  # fmt: skip
+                peak = status(child.pid, "VmHWM")
+                after = status(child.pid, "VmRSS")
+                text_times, image_times, text_server, image_server = [], [], [], []
+                for n in range(rounds):
+                    chat += 1
+                    text_times.append(await answered(
+                        telegram, chat,
+                        lambda c=chat: telegram.push_text(c, c, "Was steht da?")))  # fmt: skip
+                    text_server.append(openai.requests[-1].server_seconds)
+                    photo = telegram.add_file(image(mb, n + 1), path=f"photos/p{n + 1}.jpg")
+                    chat += 1
+                    image_times.append(await answered(
+                        telegram, chat, lambda c=chat, p=photo: telegram.push_media(
+                            c, c, caption="Was steht da?", photo=[p])))  # fmt: skip
+                    image_server.append(openai.requests[-1].server_seconds)
+                floor_times = await floor(telegram, data, rounds)
+            finally:
+                child.terminate()
+                await child.wait()
+    size = len(data)
+    print()
+    print("| figure | value |")
+    print("|---|---:|")
+    print(f"| image size | {size / 2**20:.1f} MB |")
+    print(f"| idle RSS of `run` | {idle / 2**20:.1f} MB |")
+    label = "peak RSS while handling it" + ("" if reset else " (VmHWM not resettable)")
+    print(f"| {label} | {peak / 2**20:.1f} MB |")
+    print(f"| peak above idle | {(peak - idle) / 2**20:.1f} MB = {(peak - idle) / size:.2f}x "
+          "the image |")  # fmt: skip
+    print(f"| RSS after the answer | {after / 2**20:.1f} MB |")
+    print()
+    print(f"| {rounds} rounds, median | s |")
+    print("|---|---:|")
+    text, photo_s = statistics.median(text_times), statistics.median(image_times)
+    print(f"| text message, queued -> answered | {text:.3f} |")
+    print(f"| photo + same caption, queued -> answered | {photo_s:.3f} |")
+    print(f"| added by the image | {photo_s - text:.3f} |")
+    fake = statistics.median(image_server) - statistics.median(text_server)
+    print(f"| of which the fake OpenAI receiving and parsing the image (this process) | "
+          f"{fake:.3f} |")  # fmt: skip
+    print(f"| added by the image in `run` (the difference less the fake's share) | "
+          f"{photo_s - text - fake:.3f} |")  # fmt: skip
+    print(f"| download + base64 of the same bytes (this process) | "
+          f"{statistics.median(floor_times):.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("rounds", nargs="?", type=int, default=5)
+    parser.add_argument("--mb", type=float, default=10.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.mb))
