@@ -6,9 +6,10 @@ Typical use::
     config = load_config(path, os.environ)   # raises ConfigError listing every problem
 """
 
-from ._duration import Duration
+from ._duration import Duration, parse_duration
 from ._errors import ConfigError, ConfigIssue
 from ._ids import check_user_id
+from ._limits import LIMIT_KEYS, LimitsConfig, LimitValues, Prices
 from ._loader import load_config, load_config_text, resolve_config_path
 from ._models import (
     AccessConfig,
@@ -27,6 +28,7 @@ from ._summary import describe_store, summarize
 from ._urls import mask_url, url_secrets
 
 __all__ = [
+    "LIMIT_KEYS",
     "AccessConfig",
     "BotConfig",
     "ChatbridgeConfig",
@@ -35,9 +37,12 @@ __all__ = [
     "DiscordConfig",
     "Duration",
     "EngineConfig",
+    "LimitValues",
+    "LimitsConfig",
     "LoggingConfig",
     "MemoryConfig",
     "PlatformsConfig",
+    "Prices",
     "ProviderConfig",
     "ProvidersConfig",
     "ScopeSettings",
@@ -53,6 +58,7 @@ __all__ = [
     "load_config",
     "load_config_text",
     "mask_url",
+    "parse_duration",
     "resolve_config_path",
     "scope_platform",
     "summarize",

@@ -12,6 +12,7 @@ from ._base import Section
 from ._duration import Duration, LongDuration
 from ._errors import ConfigIssue, Loc, raise_if
 from ._ids import AccessEntry, IdentityName, UserId
+from ._limits import LimitsConfig, usd_limit_issues
 from ._media import MediaConfig
 from ._platforms import PlatformsConfig
 from ._providers import ProvidersConfig, did_you_mean
@@ -210,6 +211,8 @@ class ChatbridgeConfig(Section):
 
     media: MediaConfig = MediaConfig()
     """Photos, voice messages and files."""
+    limits: LimitsConfig = LimitsConfig()
+    """Token, message and cost limits per person (see `LimitValues`)."""
 
     @model_validator(mode="after")
     def _check_references(self) -> ChatbridgeConfig:
@@ -239,6 +242,12 @@ class ChatbridgeConfig(Section):
                 message = "a scope's model needs a providers entry (none are configured)"
                 issues.append((("scopes", scope_id, "model"), message))
         issues += _transcription_issues(self)
+        if "providers" in self.model_fields_set:  # `only=` sections leave providers out
+            chain = self.providers.chain or tuple(self.providers.entries)
+            unpriced = [n for n in chain if self.providers.entries[n].prices is None]
+        else:
+            unpriced = []
+        issues += usd_limit_issues(self.limits, unpriced, identities=dict(self.identities))
         raise_if(issues)
         return self
 

@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 from ._base import OptionalSecret, OptionalStr, Section
 from ._duration import Duration
 from ._errors import Loc, raise_if
+from ._limits import Prices
 
 __all__ = ["RESERVED_PROVIDER_KEYS", "ProviderConfig", "ProvidersConfig", "did_you_mean"]
 
@@ -44,6 +45,9 @@ class ProviderConfig(Section):
     """Upper bound on one reply's length; bounds cost and chat message size."""
     vision: bool = True
     """The model takes images; false: users hear one sentence and their text is answered."""
+    prices: Prices | None = None
+    """USD per million tokens (`input_per_mtok`, `output_per_mtok`); needed for
+    `usd_per_day` / `usd_per_month` limits and for costs in `chatbridge usage`."""
 
     @model_validator(mode="before")
     @classmethod

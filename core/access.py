@@ -55,6 +55,19 @@ class AccessPolicy:
         members = {m for m, owner in self._identity_of.items() if owner == name}
         return {user, name, *members}
 
+    def identity_of(self, user_id: str) -> str | None:
+        """The YAML identity `user_id` belongs to, if any."""
+        return self._identity_of.get(user_id)
+
+    def is_admin(self, conversation: Conversation) -> bool:
+        """The sender is in `access.admins` (by ID or identity name)."""
+        return not {conversation.user_id, self.ring_user(conversation)}.isdisjoint(self._admins)
+
+    def is_admin_id(self, person: str) -> bool:
+        """`person` (a ring owner: identity name or platform:id) is an admin."""
+        members = {m for m, owner in self._identity_of.items() if owner == person}
+        return not ({person} | members).isdisjoint(self._admins)
+
     def allowed(self, conversation: Conversation) -> bool:
         if conversation.platform in ALWAYS_ALLOWED_PLATFORMS:
             return True

@@ -18,6 +18,9 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
+from chatbridge.core.ledger import Settlement
+from chatbridge.core.limits import Admitted, LimitGate, Meter
+from chatbridge.core.links import People, Person
 from chatbridge.core.media import MediaDesk, Prepared, accepted_media
 from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
@@ -76,9 +79,12 @@ class Answerer:
         metrics: Metrics,
         session_models: SessionModels | None = None,
         media: MediaDesk | None = None,
+        limits: LimitGate | None = None,
     ) -> None:
         """`media` decides about attachments and keeps images of live sessions
-        (shared across reloads, so the engine owns it)."""
+        (shared across reloads, so the engine owns it); `limits` admits and
+        settles each model request (`core.limits`)."""
+        self._limits = limits
         self._media = media if media is not None else MediaDesk()
         self._store = store
         self._clock = clock
@@ -102,10 +108,13 @@ class Answerer:
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         settings, provider = place.settings, place.provider
+        person = await People(self._access, self._store).of(entry.message.conversation)
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
-        session, content, rewritten = await self._open_turn(entry, now, place, prepared.text)
+        session, content, rewritten = await self._open_turn(
+            entry, now, place, prepared.text, person
+        )
         conversation_key = entry.message.conversation.key
 
         async def record_posted(sent: tuple[str, ...]) -> None:
@@ -113,6 +122,7 @@ class Answerer:
 
         reply = StreamingReply(outbox, posted=entry.sent, on_posted=record_posted)
         usage = Usage()
+        meter, admitted, completed = Meter(), None, False
         try:
             if entry.answer is None:
                 earlier = self._media.live.attach(
@@ -123,13 +133,22 @@ class Answerer:
                     messages=(*earlier, Turn("user", content, parts=prepared.parts)),
                     cache_key=Prompt.cache_key_for(conversation_key),
                 )
+                if self._limits is not None:
+                    admitted = await self._admit(
+                        entry, outbox, prompt, person.key, settings.language
+                    )
+                    if admitted is None:
+                        return Outcome.REFUSED
                 try:
                     try:
-                        usage = await self._stream(provider, prompt, reply, outbox)
+                        usage = await self._stream(provider, prompt, reply, outbox, meter)
                     except MediaRejected as exc:
                         self._media.live.drop(conversation_key)  # not to be refused again
                         prepared = await self._without_media(exc, prepared, outbox, settings)
-                        usage = await self._stream(provider, _text_only(prompt), reply, outbox)
+                        usage = await self._stream(
+                            provider, _text_only(prompt), reply, outbox, meter
+                        )
+                    completed = True
                 except ProviderError as exc:
                     await self._report_failure(exc, reply, settings, provider)
                     return Outcome.FAILED
@@ -141,6 +160,11 @@ class Answerer:
             else:
                 answer = entry.answer  # recorded before a crash; finish delivering it
             await reply.finish(answer)
+            # Answered: the settlement rides in the exchange's commit (below).
+            settlement = None
+            if admitted is not None:
+                settlement = self._limits_settlement(admitted, meter, completed=completed)
+                admitted = None
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
             await self._tell_undelivered(outbox, settings)
@@ -151,6 +175,8 @@ class Answerer:
             raise
         finally:
             await reply.aclose()
+            if admitted is not None:  # refused by the platform, failed or cancelled
+                await asyncio.shield(self._settle(admitted, meter, completed=completed))
         self._metrics.count_usage(conversation_key, usage, scope=place.metric_scope)
         self._session_models.remember(conversation_key, place.fingerprint)
         self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
@@ -168,12 +194,49 @@ class Answerer:
                 fence=fence,
                 said=prepared.text,
                 rewritten=rewritten,
+                settlement=settlement,
             )
         )
         if not stored:
             await send_text(outbox, settings.say("not_stored"))
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
+
+    async def _admit(
+        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, language: str
+    ) -> Admitted | None:
+        """Reserve the request's worst case; None (after at most one sentence;
+        the caller closes the entry, nothing is stored) when a limit refuses it."""
+        assert self._limits is not None
+        conversation = entry.message.conversation
+        accounts = self._limits.accounts(
+            person, conversation.user_id, admin=self._access.is_admin(conversation)
+        )
+        admitted = await self._limits.admit(prompt, accounts=accounts)
+        if isinstance(admitted, Admitted):
+            return admitted
+        log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
+        self._metrics.limit_refusals.labels(kind=admitted.kind).inc()
+        if admitted.notify:
+            sentence = self._limits.refusal(admitted, language=language, accounts=accounts)
+            await send_text(outbox, sentence)
+        return None
+
+    def _limits_settlement(
+        self, admitted: Admitted, meter: Meter, *, completed: bool
+    ) -> Settlement:
+        assert self._limits is not None
+        return self._limits.settlement(admitted, meter, completed=completed)
+
+    async def _settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
+        """Settle the hold by itself; a store failure leaves it to expire (`hold_ttl`)."""
+        assert self._limits is not None
+        try:
+            await self._store.ledger_settle(
+                self._limits.settlement(admitted, meter, completed=completed)
+            )
+        except StoreError as exc:
+            log.warning("usage not settled (the hold expires by itself): %s", exc)
 
     async def _tell_undelivered(self, outbox: Outbox, settings: EngineSettings) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
@@ -217,7 +280,7 @@ class Answerer:
         return Prepared(prepared.text, notices=prepared.notices, heard=prepared.heard)
 
     async def _open_turn(
-        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str
+        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str, person: Person
     ) -> tuple[Session, str, bool]:
         """The session to continue (or a new one) as this request carries it,
         the user turn to send, and whether the session's turns were rewritten
@@ -225,7 +288,9 @@ class Answerer:
         `said` is the message's text with its attachments' (`Prepared.text`).
 
         A session whose provider or model a reload changed is not continued:
-        the new one bridges as after a gap."""
+        the new one bridges as after a gap. The bridge reads the person's ring
+        (every linked ID's entries); the session, and so the new entry, stays
+        filed under this ID's own key."""
         message = entry.message
         conversation = message.conversation
         settings = place.settings
@@ -256,7 +321,7 @@ class Answerer:
                 session.turns,
                 text,
                 system=system,
-                ring=await self._visible_ring(conversation, now, settings),
+                ring=await self._visible_ring(conversation, now, settings, person),
                 key=conversation.key,
                 started_at=session.started_at,
                 inject_entries=settings.inject_entries,
@@ -266,7 +331,7 @@ class Answerer:
             return replace(session, turns=fitted.turns), fitted.content, fitted.rewritten
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
-            ring = await self._visible_ring(conversation, now, settings)
+            ring = await self._visible_ring(conversation, now, settings, person)
             entries = ring[-settings.inject_entries :]
         content = fit_bridge(
             entries, text, system=system, max_tokens=settings.session_max_tokens, bridge=bridge
@@ -276,15 +341,20 @@ class Answerer:
         return fresh, content, False
 
     async def _visible_ring(
-        self, conversation: Conversation, now: float, settings: EngineSettings
+        self, conversation: Conversation, now: float, settings: EngineSettings, person: Person
     ) -> list[MemoryEntry]:
-        """The ring entries this conversation's audience may see, oldest first."""
-        ring_user = self._access.ring_user(conversation)
-        ring = await self._store.ring(ring_user, since=now - settings.max_age)
+        """The person's ring entries (every linked ID's) this conversation's
+        audience may see, oldest first."""
+        ring = await People(self._access, self._store).ring(person, since=now - settings.max_age)
         return visible_entries(ring, conversation)
 
     async def _stream(
-        self, provider: Provider, prompt: Prompt, reply: StreamingReply, outbox: Outbox
+        self,
+        provider: Provider,
+        prompt: Prompt,
+        reply: StreamingReply,
+        outbox: Outbox,
+        meter: Meter,
     ) -> Usage:
         usage = Usage()
         async with _typing_while_silent(outbox, reply):
@@ -292,6 +362,7 @@ class Answerer:
                 if isinstance(event, TextDelta):
                     await reply.push(event.text)
                 else:
+                    meter.see(event)
                     usage = usage + event.usage
         return usage
 
@@ -337,6 +408,7 @@ class Answerer:
         fence: int = 0,
         said: str | None = None,
         rewritten: bool = False,
+        settlement: Settlement | None = None,
     ) -> bool:
         """Commit the exchange, which closes the entry; False if the store failed.
 
@@ -374,10 +446,14 @@ class Answerer:
             inbox_key=entry.key,
             fence=fence,
             fence_key=conversation.key,
+            settlement=settlement,
         )
         try:
             await self._store.commit_exchange(exchange)
         except LeaseLost:
+            if settlement is not None:  # the tokens were used all the same
+                with contextlib.suppress(StoreError):
+                    await self._store.ledger_settle(settlement)
             raise
         except StoreError as exc:
             log.error("exchange answered but not stored: %s", exc)

@@ -1,4 +1,4 @@
-"""The commands every platform gets: /new /forget /memory /help /status.
+"""The commands every platform gets: /new /forget /memory /help /status /link /unlink.
 
 Commands see a narrow `CommandContext` (store, access, clock, settings, the
 provider's description and a `ConversationControl` for /new and /forget),
@@ -15,6 +15,9 @@ from typing import Protocol
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
+from chatbridge.core.limits import LimitGate
+from chatbridge.core.link_commands import link, unlink
+from chatbridge.core.links import People
 from chatbridge.core.memory import format_time, visible_entries
 from chatbridge.core.metrics import LastUsage
 from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
@@ -66,6 +69,7 @@ class CommandContext:
     control: ConversationControl
     last_usage: LastUsage | None = None  # each conversation's last answer, for /status
     scope: str = ""  # the most specific configured scope in force here, "" for none
+    limits: LimitGate | None = None  # what is left of the limits, for /status
 
 
 async def run_command(command: Command, message: IncomingMessage, ctx: CommandContext) -> str:
@@ -85,19 +89,22 @@ async def _new(message: IncomingMessage, ctx: CommandContext) -> str:
 
 
 async def _forget(message: IncomingMessage, ctx: CommandContext) -> str:
+    """Forgets the person: every ID linked with this one, and every key of its identity."""
     key = message.conversation.key
-    user = ctx.access.ring_user(message.conversation)
+    person = await People(ctx.access, ctx.store).of(message.conversation)
+    keys = {k for member in person.ring_keys for k in ctx.access.ring_keys(member)}
     ctx.control.cancel(key)
     async with ctx.control.hold(key):
-        for ring_key in sorted(ctx.access.ring_keys(user)):
+        for ring_key in sorted(keys):
             await ctx.store.forget(ring_key)
     return ctx.settings.say("forget")
 
 
 async def _visible(message: IncomingMessage, ctx: CommandContext) -> list[MemoryEntry]:
-    user = ctx.access.ring_user(message.conversation)
+    people = People(ctx.access, ctx.store)
+    person = await people.of(message.conversation)
     since = ctx.clock.now() - ctx.settings.max_age
-    return visible_entries(await ctx.store.ring(user, since=since), message.conversation)
+    return visible_entries(await people.ring(person, since=since), message.conversation)
 
 
 def _format_entry(entry: MemoryEntry, ctx: CommandContext) -> str:
@@ -143,6 +150,15 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
             cache = "\n" + settings.say(
                 "status_cache", cached=last.cached_input_tokens, tokens_in=last.input_tokens
             )
+        if ctx.limits is not None:
+            person = await People(ctx.access, ctx.store).of(conversation)
+            accounts = ctx.limits.accounts(
+                person.key, conversation.user_id, admin=ctx.access.is_admin(conversation)
+            )
+            remainder = await ctx.limits.remainder(accounts)
+            if remainder is not None:
+                left = ctx.limits.status_lines(remainder, language=settings.language)
+                cache += f"\n{left}" if left else ""
     else:
         tokens_in = tokens_out = "–"
     return (
@@ -160,10 +176,24 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
     )
 
 
+async def _link(message: IncomingMessage, ctx: CommandContext) -> str:
+    command = parse_command(message.text)
+    code = command.args if command is not None else ""
+    return await link(
+        message, code, store=ctx.store, access=ctx.access, clock=ctx.clock, settings=ctx.settings
+    )
+
+
+async def _unlink(message: IncomingMessage, ctx: CommandContext) -> str:
+    return await unlink(message, store=ctx.store, access=ctx.access, settings=ctx.settings)
+
+
 _HANDLERS = {
     "new": _new,
     "forget": _forget,
     "memory": _memory,
     "help": _help,
     "status": _status,
+    "link": _link,
+    "unlink": _unlink,
 }

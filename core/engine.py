@@ -26,6 +26,7 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.commands import CommandContext, parse_command, run_command
 from chatbridge.core.delivery import send_text
 from chatbridge.core.incoming import clean_text
+from chatbridge.core.limits import LimitGate
 from chatbridge.core.media import MediaDesk, clean_attachments
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import InboxEntry, IncomingMessage
@@ -65,6 +66,7 @@ class Engine:
         scheduler: ConversationScheduler | None = None,
         places: ScopeResolver | None = None,
         transcriber: Transcriber | None = None,
+        limits: LimitGate | None = None,
     ) -> None:
         """`places` resolves each message's scopes; without it every place
         has `settings` and `provider`."""
@@ -76,6 +78,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.commands: tuple[tuple[str, str], ...] = COMMANDS
+        self.limits = limits
         self.scheduler: ConversationScheduler = scheduler or LocalScheduler()
         self.scheduler.bind(self)
         self._outcomes = Outcomes(store, self.metrics)
@@ -95,6 +98,7 @@ class Engine:
             metrics=self.metrics,
             session_models=self._session_models,
             media=self.media,
+            limits=self.limits,
         )
 
     def reconfigure(
@@ -104,15 +108,20 @@ class Engine:
         provider: Provider,
         access: AccessPolicy,
         places: ScopeResolver | None = None,
+        limits: LimitGate | None = None,
     ) -> Provider:
         """Swap in a reloaded config (scopes too) for every message not yet
         being answered.
 
         Answers in flight finish with what they started with; returns the
         previous provider, which the caller closes once the engine is done.
+        New limits apply to the next message; the counters are the store's
+        and stay.
         """
         old = self.provider
         self.settings, self.provider, self.access = settings, provider, access
+        if limits is not None:
+            self.limits = limits
         self.places = places or ScopeResolver(base=settings, provider=provider)
         self._answerer = self._answerer_for(access)
         return old
@@ -301,6 +310,7 @@ class Engine:
             control=self,
             last_usage=self.metrics.last_usage,
             scope=place.scope,
+            limits=self.limits,
         )
 
     # -- /new and /forget (`ConversationControl`), draining ---------------------

@@ -76,6 +76,13 @@ class Metrics:
             registry=self.registry,
         )
         self.last_usage = LastUsage()
+        self.limit_refusals = Counter(
+            "chatbridge_limit_refusals",
+            "Messages not sent to a model because a limit refused them, by limit kind "
+            "(tokens_per_day, tokens_per_month, messages_per_minute, usd_per_day, usd_per_month).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.catch_ups = Counter(
             "chatbridge_catch_ups",
             "Catch-up passes over a platform's history (on start, after a lost session).",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import KW_ONLY, dataclass, field
 
+from chatbridge.core.ledger import Settlement
+
 
 class ChatKind(enum.StrEnum):
     """Who can read a chat; decides which ring entries may be shown there."""
@@ -239,6 +241,7 @@ class Exchange:
     inbox_key: str = ""  # the inbox entry this exchange answers; marked done in the same commit
     fence: int = 0  # the conversation lease's fencing ticket; 0: no lease (one process)
     fence_key: str = ""  # the conversation whose lease `fence` belongs to
+    settlement: Settlement | None = None  # the limits ledger's, written in the same commit
 
 
 @dataclass(frozen=True, slots=True)

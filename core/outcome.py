@@ -33,6 +33,7 @@ class Outcome(enum.StrEnum):
     CANCELLED = "cancelled"  # overtaken by a newer message (cancel mode) or /new
     UNDELIVERED = "undelivered"  # the platform refused the answer
     LATE = "late"  # too old to answer (engine.redeliver_within); a notice instead
+    REFUSED = "refused"  # a limit refused it (`core.limits`): one sentence, no model request
     LEFT = "left"  # left pending: a newer lease holder or the restart finishes it
 
     @property

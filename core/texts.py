@@ -49,6 +49,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/forget – erase everything I remember about you\n"
             "/memory – show what I remember from this chat\n"
             "/status – model, session and usage\n"
+            "/link – join your accounts on other platforms (/unlink undoes it)\n"
             "/help – this text"
         ),
         "status": (
@@ -58,6 +59,47 @@ TEXTS: dict[str, dict[str, str]] = {
         "status_cache": "Prompt cache: {cached} of the last answer's {tokens_in} input tokens",
         "session_live": "started {age} ago, expires after {left} more idle",
         "session_none": "none (the next message starts one)",
+        "limit_refused": "Sorry, that would go past {limit}, so I will not answer it; {reset}.",
+        "limit_rate": (
+            "Please slow down: {limit} of messages per minute ({count}) is reached; "
+            "I will answer again in a minute."
+        ),
+        "limit_own": "your limit",
+        "limit_pool": "this chat's shared limit",
+        "limit_own_tokens_per_day": "your daily token limit",
+        "limit_own_tokens_per_month": "your monthly token limit",
+        "limit_own_usd_per_day": "your daily cost limit",
+        "limit_own_usd_per_month": "your monthly cost limit",
+        "limit_pool_tokens_per_day": "this chat's shared daily token limit",
+        "limit_pool_tokens_per_month": "this chat's shared monthly token limit",
+        "limit_pool_usd_per_day": "this chat's shared daily cost limit",
+        "limit_pool_usd_per_month": "this chat's shared monthly cost limit",
+        "limit_reset_day": "it resets at midnight ({zone})",
+        "limit_reset_month": "it resets on {date} at 00:00 ({zone})",
+        "limit_left_today": "left today: {left}",
+        "limit_left_month": "left this month: {left}",
+        "limit_tokens": "{count} tokens",
+        "link_code": (
+            "Your link code: send /link {code} to me from a private chat on your other "
+            "platform within 10 minutes (it works once)."
+        ),
+        "link_done": (
+            "Linked: {first} and {second} are one person here now (one memory, one set of "
+            "limits); /unlink undoes it."
+        ),
+        "link_wrong": (
+            "That code is wrong, used or expired; send /link in a private chat on your other "
+            "platform for a new one."
+        ),
+        "link_locked": "/link is locked for you after five wrong codes, until {until}.",
+        "link_private_only": "I link accounts only in a private chat: send /link to me there.",
+        "link_identity": (
+            "Your accounts are joined by the admin's config (identity {name}), which you "
+            "cannot change with /link or /unlink."
+        ),
+        "link_own": "That is your own code: send it from your account on the other platform.",
+        "unlink_done": "Unlinked: {user} is on its own again and keeps what was written from it.",
+        "unlink_none": "{user} is not linked to any other account.",
     },
     "de": {
         "denied": (
@@ -108,6 +150,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "/forget – alles löschen, was ich mir über dich gemerkt habe\n"
             "/memory – zeigen, was ich mir aus diesem Chat gemerkt habe\n"
             "/status – Modell, Session und Verbrauch\n"
+            "/link – deine Konten auf anderen Plattformen verknüpfen (/unlink trennt sie)\n"
             "/help – dieser Text"
         ),
         "status": (
@@ -119,6 +162,53 @@ TEXTS: dict[str, dict[str, str]] = {
         ),
         "session_live": "seit {age}, läuft nach {left} Ruhe ab",
         "session_none": "keine (die nächste Nachricht startet eine)",
+        "limit_refused": (
+            "Das würde {limit} überschreiten, darum beantworte ich das nicht; {reset}."
+        ),
+        "limit_rate": (
+            "Bitte langsamer: {limit} an Nachrichten pro Minute ({count}) ist erreicht; "
+            "in einer Minute antworte ich wieder."
+        ),
+        "limit_own": "dein Limit",
+        "limit_pool": "das gemeinsame Limit dieses Chats",
+        "limit_own_tokens_per_day": "dein tägliches Token-Limit",
+        "limit_own_tokens_per_month": "dein monatliches Token-Limit",
+        "limit_own_usd_per_day": "dein tägliches Kostenlimit",
+        "limit_own_usd_per_month": "dein monatliches Kostenlimit",
+        "limit_pool_tokens_per_day": "das gemeinsame tägliche Token-Limit dieses Chats",
+        "limit_pool_tokens_per_month": "das gemeinsame monatliche Token-Limit dieses Chats",
+        "limit_pool_usd_per_day": "das gemeinsame tägliche Kostenlimit dieses Chats",
+        "limit_pool_usd_per_month": "das gemeinsame monatliche Kostenlimit dieses Chats",
+        "limit_reset_day": "es gilt wieder ab Mitternacht ({zone})",
+        "limit_reset_month": "es gilt wieder ab dem {date}, 00:00 ({zone})",
+        "limit_left_today": "heute übrig: {left}",
+        "limit_left_month": "diesen Monat übrig: {left}",
+        "limit_tokens": "{count} Tokens",
+        "link_code": (
+            "Dein Verknüpfungscode: Schick mir /link {code} innerhalb von 10 Minuten aus einem "
+            "privaten Chat auf deiner anderen Plattform (er gilt einmal)."
+        ),
+        "link_done": (
+            "Verknüpft: {first} und {second} sind hier jetzt eine Person (eine Erinnerung, "
+            "ein Satz Limits); /unlink macht das rückgängig."
+        ),
+        "link_wrong": (
+            "Dieser Code ist falsch, benutzt oder abgelaufen; schick /link in einem privaten "
+            "Chat auf deiner anderen Plattform für einen neuen."
+        ),
+        "link_locked": "/link ist nach fünf falschen Codes für dich gesperrt, bis {until}.",
+        "link_private_only": ("Konten verknüpfe ich nur im privaten Chat: Schick mir /link dort."),
+        "link_identity": (
+            "Deine Konten sind in der Konfiguration des Admins verbunden (Identität {name}); "
+            "das kannst du mit /link oder /unlink nicht ändern."
+        ),
+        "link_own": (
+            "Das ist dein eigener Code: Schick ihn von deinem Konto auf der anderen Plattform."
+        ),
+        "unlink_done": (
+            "Getrennt: {user} ist wieder eigenständig und behält, was von dort geschrieben wurde."
+        ),
+        "unlink_none": "{user} ist mit keinem anderen Konto verknüpft.",
     },
 }
 
@@ -127,6 +217,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "Erase everything the bot remembers about you"),
     ("memory", "Show what the bot remembers from this chat"),
     ("status", "Model, session and usage"),
+    ("link", "Join your accounts on other platforms into one person"),
+    ("unlink", "Undo /link for this account"),
     ("help", "What this bot does"),
 )
 

@@ -19,6 +19,7 @@ from chatbridge.providers.base import (
     RateLimited,
     StreamEvent,
     TextDelta,
+    UsageReport,
 )
 
 _log = logging.getLogger(__name__)
@@ -98,6 +99,8 @@ class FallbackProvider:
             try:
                 async for event in events:
                     sent_text = sent_text or (isinstance(event, TextDelta) and bool(event.text))
+                    if isinstance(event, UsageReport) and not event.provider:
+                        event = UsageReport(event.usage, provider=provider.name)
                     yield event
             except ProviderError as exc:
                 if sent_text:

@@ -1,4 +1,4 @@
-"""`chatbridge` command line: run, chat, config check|explain, memory show|forget|export.
+"""`chatbridge` command line: run, chat, config check|explain, memory show|forget|export, usage.
 
 Exit codes: 0 ok, 1 the store or a platform failed, 2 bad config or usage
 (a `--user` that is neither `platform:id` nor an identity name, a store
@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import sys
+import time
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -34,18 +35,22 @@ from chatbridge.config import (
     check_user_id,
     describe_store,
     load_config,
+    parse_duration,
     resolve_config_path,
     summarize,
 )
 from chatbridge.core.app.logs import SecretRedactor, setup_logging
 from chatbridge.core.app.preflight import missing_sdk, unwritable_store
+from chatbridge.core.app.usage import USAGE_SECTIONS, render, usage_lines
 from chatbridge.core.app.wiring import (
     access_from_config,
     engine_from_config,
+    policy_from_config,
     secrets_of,
     store_from_config,
 )
 from chatbridge.core.engine import Engine
+from chatbridge.core.links import People
 from chatbridge.core.store import Store, StoreError
 from chatbridge.platforms.console import ConsolePlatform
 
@@ -55,6 +60,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MEMORY_SECTIONS = ("memory", "identities", "access")
 """What `memory show|export|forget` validate: the store and who is who, no secrets."""
+MAX_SINCE = 400 * 86400.0  # the ledger keeps day counters this long (Redis expires them)
 _UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
@@ -104,6 +110,12 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub = with_config(memory_commands.add_parser(action, help=text))
         sub.add_argument("--user", required=True, help="platform:id or identity name")
+    usage = with_config(
+        commands.add_parser("usage", help="tokens, requests, cost and what is left, per person")
+    )
+    usage.add_argument("--since", default="7d", help="how far back, e.g. 24h, 7d, 90d (7d)")
+    usage.add_argument("--user", help="only this person (platform:id or identity name)")
+    usage.add_argument("--format", choices=("table", "json", "csv"), default="table")
     return parser
 
 
@@ -128,7 +140,7 @@ def _log_level(
 
 def _load(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[ChatbridgeConfig, str]:
     path = resolve_config_path(args.config, environ, Path.cwd())
-    only = MEMORY_SECTIONS if args.command == "memory" else None
+    only = {"memory": MEMORY_SECTIONS, "usage": USAGE_SECTIONS}.get(args.command)
     return load_config(path, environ, only=only), str(path) if path else "built-in defaults"
 
 
@@ -216,14 +228,38 @@ async def _memory(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
     access = access_from_config(config)
     store = await store_from_config(config)
     try:
+        # Any ID of a linked person acts on the person (every linked ID's ring).
+        people = People(access, store)
+        person = await people.of_id(args.user)
         if args.action == "forget":
-            print(visible(await _forget(store, args.user, sorted(access.ring_keys(args.user)))))
+            keys = {k for member in person.ring_keys for k in access.ring_keys(member)}
+            print(visible(await _forget(store, args.user, sorted(keys | {args.user}))))
         else:
-            entries = await store.ring(access.resolve(args.user), since=0.0)
+            entries = await people.ring(person, since=0.0)
             text = json.dumps([asdict(e) for e in entries], indent=2, ensure_ascii=False)
             print(visible(text, json_style=True))
     finally:
         await store.aclose()
+    return EXIT_OK
+
+
+async def _usage(args: argparse.Namespace, config: ChatbridgeConfig) -> int:
+    access = access_from_config(config)
+    store = await store_from_config(config)
+    try:
+        # Any ID of a linked person names the person (its account is the person's key).
+        person = None if args.user is None else (await People(access, store).of_id(args.user)).key
+        lines = await usage_lines(
+            store,
+            config=config,
+            policy=policy_from_config(config),
+            access=access,
+            since=time.time() - args.since_seconds,
+            person=person,
+        )
+    finally:
+        await store.aclose()
+    print(visible(render(lines, args.format), json_style=args.format == "json"))
     return EXIT_OK
 
 
@@ -293,17 +329,25 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     user = getattr(args, "user", None)
     if user is not None and (bad := _bad_user(user, config, console=args.command == "chat")):
         return _fail(visible(bad), EXIT_CONFIG, redactor)
-    if args.command in ("chat", "memory") and (sdk := missing_sdk(config, platforms=False)):
+    if args.command in ("chat", "memory", "usage") and (
+        sdk := missing_sdk(config, platforms=False)
+    ):
         return _fail(visible(sdk), EXIT_CONFIG, redactor)
     try:
         if args.command == "chat":
             if unwritable := unwritable_store(config.memory):
                 return _fail(visible(unwritable), EXIT_CONFIG, redactor)
             return asyncio.run(_chat(args, config, environ))
-        if args.command == "memory":
+        if args.command in ("memory", "usage"):
             missing = _missing_store(config)
             if missing is not None:
                 return _fail(visible(f"no store at {missing}"), EXIT_FAILED, redactor)
+            if args.command == "usage":
+                try:
+                    args.since_seconds = parse_duration(args.since, limit=MAX_SINCE)
+                except ValueError as exc:
+                    return _fail(visible(f"--since {args.since}: {exc}"), EXIT_CONFIG, redactor)
+                return asyncio.run(_usage(args, config))
             return asyncio.run(_memory(args, config))
         return asyncio.run(_run(args, config, environ, redactor))
     except StoreError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterable
 
@@ -18,6 +19,9 @@ from chatbridge.core.app import library_logs
 __all__ = ["JsonFormatter", "SecretRedactor", "setup_logging"]
 
 REDACTED = "[secret]"
+# A `/link CODE` (the user's message or the bot's reply) as an SDK may log it
+# at debug level: the code is masked like a secret (`core.links`).
+_LINK_CODE = re.compile(r"(/link(?:\s|\\n|\\u00a0)+)[A-Za-z0-9]{6,12}\b")
 NOISY_LOGGERS = (
     "httpx",
     "httpx2",
@@ -45,16 +49,16 @@ class SecretRedactor(logging.Filter):
     def redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
-        return text
+        return _LINK_CODE.sub(r"\1[code]", text) if "/link" in text else text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._secrets:
-            message = self.redact(record.getMessage())
-            record.msg, record.args = message, None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                record.exc_text = self.redact(record.exc_text)
+        # Every record: link codes may be in one even when no secret is configured.
+        message = self.redact(record.getMessage())
+        record.msg, record.args = message, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
         return True
 
 

@@ -3,8 +3,9 @@ refused line by line (`FILE:LINE: key: message`) and the running config stays.
 
 Applied live: `bot.*`, `engine.*`, the memory limits that shape prompts
 (`max_age`, `user_chars`, `summary_chars`, `inject_entries`), `providers.*`,
-`access.*`, `identities` and `scopes` (from the next message on). Everything
-that opens a connection, a file or a port — `platforms.*`,
+`access.*`, `identities`, `scopes` (from the next message on) and `limits`
+(new limits apply to the next message; what was spent stays counted).
+Everything that opens a connection, a file or a port — `platforms.*`,
 `memory.backend/path/url/max_entries`, `server.*`, `logging.*` — needs a
 restart; a reload that changes one of them says so.
 """
@@ -20,6 +21,7 @@ from chatbridge.core.app.scopes import resolver_from_config
 from chatbridge.core.app.wiring import (
     access_from_config,
     choose_provider,
+    gate_from_config,
     secrets_of,
     settings_from_config,
 )
@@ -89,7 +91,11 @@ class Reloader:
         settings = settings_from_config(new)
         places, pool = resolver_from_config(new, settings=settings, provider=choice.provider)
         old = self._engine.reconfigure(
-            settings, provider=choice.provider, access=access_from_config(new), places=places
+            settings,
+            provider=choice.provider,
+            access=access_from_config(new),
+            places=places,
+            limits=gate_from_config(new, self._engine.store, self._engine.clock),
         )
         # The scopes' own providers close at shutdown (or with a later reload's).
         self._stack.push_async_callback(pool.aclose)

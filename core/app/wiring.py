@@ -17,6 +17,7 @@ from chatbridge.config import (
     ChatbridgeConfig,
     ConfigError,
     ConfigIssue,
+    LimitValues,
     ProviderConfig,
     SecretFileError,
     env_secret,
@@ -24,8 +25,10 @@ from chatbridge.config import (
 )
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.app.scopes import resolver_from_config
-from chatbridge.core.clock import Clock
+from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.engine import Engine
+from chatbridge.core.ledger import Limits
+from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Price, ProviderTerms
 from chatbridge.core.media import MediaSettings
 from chatbridge.core.ports import Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
@@ -150,6 +153,47 @@ def access_from_config(config: ChatbridgeConfig) -> AccessPolicy:
     )
 
 
+def _limits(values: LimitValues) -> Limits:
+    return Limits(**values.model_dump())
+
+
+def policy_from_config(config: ChatbridgeConfig) -> LimitPolicy:
+    """The `limits` section and each provider's `max_tokens` and `prices`.
+
+    A hold a dead process left expires after the chain's worst time (each
+    provider's `timeout` x its attempts) plus a minute, at least 5 minutes.
+    """
+    limits, providers = config.limits, config.providers
+    terms = {}
+    for name in providers.chain or tuple(providers.entries):
+        entry = providers.entries[name]
+        price = entry.prices
+        terms[name] = ProviderTerms(
+            max_tokens=entry.max_tokens,
+            price=None if price is None else Price(price.input_per_mtok, price.output_per_mtok),
+        )
+    worst = sum(
+        providers.entries[n].timeout * (providers.entries[n].max_retries + 1) for n in terms
+    )
+    return LimitPolicy(
+        default=_limits(limits.default),
+        people={who: _limits(v.over(limits.default)) for who, v in limits.people.items()},
+        admins_exempt=limits.admins_exempt,
+        terms=terms,
+        first=next(iter(terms), ""),
+        hold_ttl=max(DEFAULT_HOLD_TTL, worst + 60.0),
+    )
+
+
+def gate_from_config(config: ChatbridgeConfig, store: Store, clock: Clock | None) -> LimitGate:
+    return LimitGate(
+        policy_from_config(config),
+        store=store,
+        clock=clock or SystemClock(),
+        timezone=timezone_of(config),
+    )
+
+
 async def store_from_config(config: ChatbridgeConfig) -> Store:
     memory = config.memory
     return await open_store(
@@ -200,6 +244,7 @@ async def engine_from_config(
                 scheduler=scheduler_for(config, store, clock=clock),
                 places=places,
                 transcriber=transcriber_from_config(config),
+                limits=gate_from_config(config, store, clock),
             )
             yield engine, choice
         finally:

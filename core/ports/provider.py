@@ -72,7 +72,12 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class UsageReport:
+    """`provider` names the config entry that used it ("" : the provider
+    streaming it); a fallback chain fills it in, so each entry's usage is
+    settled at its own prices."""
+
     usage: Usage
+    provider: str = ""
 
 
 StreamEvent = TextDelta | UsageReport

@@ -15,6 +15,8 @@ from chatbridge.core.store._sqlite_inbox import (
     INBOX_MARKER,
     INBOX_TABLE,
 )
+from chatbridge.core.store._sqlite_ledger import LEDGER_MARKER, LEDGER_TABLES
+from chatbridge.core.store._sqlite_links import LINKS_MARKER, LINKS_TABLES
 from chatbridge.core.store._sqlite_wal import WalMarker
 from chatbridge.core.store.base import StoreError
 
@@ -41,7 +43,7 @@ CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
-{FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}"""
+{FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}{LEDGER_TABLES}{LINKS_TABLES}"""
 
 
 def create(path: Path) -> None:
@@ -115,6 +117,12 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
             "SELECT 1 FROM sqlite_master WHERE name = ?", (CURSORS_MARKER,)
         ).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {CURSORS_TABLE} COMMIT;")  # before cursors
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (LEDGER_MARKER,)
+        ).fetchone():
+            db.executescript(f"BEGIN IMMEDIATE; {LEDGER_TABLES} COMMIT;")  # before limits
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LINKS_MARKER,)).fetchone():
+            db.executescript(f"BEGIN IMMEDIATE; {LINKS_TABLES} COMMIT;")  # before linking
         marker = WalMarker(path)
         marker.attach(db)
     except (sqlite3.Error, OSError) as err:

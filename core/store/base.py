@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.models import (
     ChannelCursor,
     Conversation,
@@ -96,6 +97,88 @@ class Store(Protocol):
     ) -> None: ...
 
     async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]: ...
+
+    # The limits ledger (see `Ledger`) is part of every store.
+    async def ledger_reserve(self, hold: Hold) -> Verdict: ...
+
+    async def ledger_settle(self, settlement: Settlement) -> None: ...
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]: ...
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]: ...
+
+    # Links between platform IDs (see `Links`) are part of every store.
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None: ...
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None: ...
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None: ...
+
+    async def link_join(self, first: str, second: str) -> str: ...
+
+    async def link_split(self, user: str) -> bool: ...
+
+    async def link_group(self, user: str) -> tuple[str, ...]: ...
+
+
+class Links(Protocol):
+    """Which platform IDs are one person (`core.links`), shared by every replica.
+
+    Each call is one atomic step. Codes are stored only as hashes.
+    """
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        """Store `user`'s new code (replacing an earlier one of theirs; expired codes go)."""
+        ...
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        """Remove the code and return who offered it; None if unknown or expired."""
+        ...
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        """The time `/link` stays locked for `user`, or None; `failed` counts one
+        wrong code first (the `LOCK_AFTER`th locks for `LOCK_FOR` s)."""
+        ...
+
+    async def link_join(self, first: str, second: str) -> str:
+        """`second` (and whoever is linked with it) joins `first`'s person; returns
+        the person key. Clears `second`'s wrong-code count."""
+        ...
+
+    async def link_split(self, user: str) -> bool:
+        """Take `user` out of its person (a person of one is dissolved); False if unlinked."""
+        ...
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        """(person key, *member IDs sorted) of `user`'s person, or () when unlinked."""
+        ...
+
+
+class Ledger(Protocol):
+    """Limit counters per account (`core.ledger`), shared by every replica.
+
+    Counters survive `forget`: they hold numbers, no text, and a person must
+    not reset a budget by /forget.
+    """
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """Atomically: record `hold` if it fits every limit of every account
+        (`core.ledger.decide`, unexpired holds included); else count a refusal
+        on each account and record a rate notice when the verdict notifies."""
+        ...
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        """Atomically drop the hold and add what was used (a request) to the
+        day and month of each account; an unknown or expired hold id is fine."""
+        ...
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        """What `decide` would see for `hold` now (for /status), without writing."""
+        ...
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        """Every account's day counters from `since_day` on (for `chatbridge usage`)."""
+        ...
 
 
 class Inbox(Protocol):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
     Conversation,
@@ -38,7 +41,17 @@ from chatbridge.core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
+from chatbridge.core.store._json_ledger import (
+    book_bytes,
+    ledger_path,
+    links_bytes,
+    links_path,
+    read_book,
+    read_links,
+)
 from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
+
+T = TypeVar("T")
 
 
 class JsonStore:
@@ -78,6 +91,10 @@ class JsonStore:
         self._state = State()
         self._open = False
         self._lock_fd: int | None = None
+        self._ledger_path = ledger_path(path)
+        self._book = LedgerBook()
+        self._links_path = links_path(path)
+        self._links = LinkBook()
 
     async def open(self) -> None:
         """Load both files; a damaged one raises `StoreCorrupt` and is not touched."""
@@ -120,7 +137,8 @@ class JsonStore:
         for f in (self._path.parent, self._path, self._state_path):
             if f.exists() and not os.access(f, os.W_OK):
                 raise unreadable(f, PermissionError(13, "Permission denied"))
-        self._state, self._ring = state, {}
+        book, links = read_book(self._ledger_path), read_links(self._links_path)
+        self._state, self._ring, self._book, self._links = state, {}, book, links
         for entry in entries:
             self._ring.setdefault(entry.user, []).append(entry)
         for stale in self._path.parent.glob(f".{self._path.name}*.tmp"):
@@ -155,6 +173,9 @@ class JsonStore:
         """
         user, key, day = exchange.ring_user, exchange.session.key, exchange.day
         state = self._live()
+        settled = exchange.settlement
+        if settled is not None:  # the tokens were used, whatever happens to the exchange
+            self._ledger_write(lambda book: book.settle(settled))
         undo_done = _mark_done(state, exchange.inbox_key)
         if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
             if undo_done is not None:
@@ -288,6 +309,59 @@ class JsonStore:
             self._write_state(undo)
         recent = sorted(channels.items(), key=lambda item: item[1][1], reverse=True)[:limit]
         return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """Decide in memory, then rewrite the ledger file (`_json_ledger`)."""
+        self._live()
+        return self._ledger_write(lambda book: book.reserve(hold))
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        self._live()
+        self._ledger_write(lambda book: book.settle(settlement))
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        self._live()
+        return {a.key: self._book.snapshot(a.key, hold) for a in hold.accounts}
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        self._live()
+        return self._book.rows(since_day=since_day)
+
+    def _ledger_write(self, change: Callable[[LedgerBook], T]) -> T:
+        """Apply `change` to a copy of the book; keep it only once it is on disk."""
+        book = copy.deepcopy(self._book)
+        result = change(book)
+        atomic_write(self._ledger_path, book_bytes(book))
+        self._book = book
+        return result
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        now = expires_at - CODE_TTL  # codes all live CODE_TTL: older ones have expired
+        self._links_write(lambda b: b.offer(user, code_hash, expires_at, now))
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        return self._links_write(lambda b: b.take(code_hash, now))
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        return self._links_write(lambda b: b.attempt(user, now, failed))
+
+    async def link_join(self, first: str, second: str) -> str:
+        return self._links_write(lambda b: b.join(first, second))
+
+    async def link_split(self, user: str) -> bool:
+        return self._links_write(lambda b: b.split(user))
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        self._live()
+        return self._links.group(user)
+
+    def _links_write(self, change: Callable[[LinkBook], T]) -> T:
+        self._live()
+        links = copy.deepcopy(self._links)
+        result = change(links)
+        atomic_write(self._links_path, links_bytes(links))
+        self._links = links
+        return result
 
     async def aclose(self) -> None:
         """Every write is already on disk; this refuses further use and frees the lock."""

@@ -124,14 +124,14 @@ from chatbridge.core.store._codec import (
     user_hash,
 )
 from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
-from chatbridge.core.store._redis_cursors import RedisCursors
 from chatbridge.core.store._redis_lease import fence_key
+from chatbridge.core.store._redis_links import RedisLinks
 from chatbridge.core.store.base import LeaseLost
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore(RedisCursors):
+class RedisStore(RedisLinks):
     """Sessions, rings, usage and the inbox in Redis; see the module docstring
     for the key layout. The constructor is `RedisConnection`'s:
     ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""
@@ -230,6 +230,7 @@ class RedisStore(RedisCursors):
         def queue(tx: Pipeline) -> None:
             tx.get(tomb)  # first: did a forget land after the check below?
             self._queue_inbox_done(tx, exchange.inbox_key)
+            self._queue_settle(tx, exchange.settlement)
             tx.hset(hkey, mapping=_session_fields(session))
             if added:
                 tx.rpush(tkey, *added)
@@ -257,6 +258,8 @@ class RedisStore(RedisCursors):
             if forgotten_since(at, session.started_at):
                 if exchange.inbox_key:  # answered all the same: no redelivery
                     await self.inbox_done(exchange.inbox_key)
+                if exchange.settlement is not None:  # and the tokens were used
+                    await self.ledger_settle(exchange.settlement)
                 return  # a reply in flight during forget(); see base.Store.forget
             async with client.pipeline(transaction=True) as tx:
                 if exchange.fence > 0:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from chatbridge.core.ledger import (
+    Hold,
+    LedgerBook,
+    LedgerRow,
+    Settlement,
+    Snapshot,
+    Tally,
+    Verdict,
+)
+from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
     ChannelCursor,
     Conversation,
@@ -24,11 +35,16 @@ from chatbridge.core.store import (
     _sqlite_cursors,
     _sqlite_file,
     _sqlite_inbox,
+    _sqlite_ledger,
+    _sqlite_links,
     _sqlite_wal,
 )
 from chatbridge.core.store._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
 from chatbridge.core.store._sqlite_rows import RowReader, chained, reason
 from chatbridge.core.store.base import StoreError
+
+T = TypeVar("T")
+_COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
 
 _UPSERT_SESSION = """
 INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
@@ -122,6 +138,9 @@ class SqliteStore:
         self._vacuum_on_forget = False
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
         self._rows = RowReader(path)
+        self._holds = LedgerBook()  # this process's holds and stamps (`_sqlite_ledger`)
+        self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
+        self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
@@ -175,17 +194,23 @@ class SqliteStore:
             e.workdir,
             e.scope,
         )
+        settled = exchange.settlement
         with self._txn() as db:
             if exchange.inbox_key:
                 _sqlite_inbox.done(db, exchange.inbox_key, time.time())
-            if db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
-                return  # a reply in flight during forget(); see base.Store.forget
-            db.execute(_UPSERT_SESSION, _session_row(session, key))
-            db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
-            db.execute(_TRIM_TURNS, (key, len(session.turns)))
-            db.execute(_INSERT_ENTRY, entry)
-            db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
-            db.execute(_TRIM, (user, self._max))
+            if settled is not None:  # counted even for a forgotten user: it was used
+                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, settled.tally)
+            # Nothing more for a reply in flight during forget(); see base.Store.forget.
+            if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+                db.execute(_UPSERT_SESSION, _session_row(session, key))
+                db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
+                db.execute(_TRIM_TURNS, (key, len(session.turns)))
+                db.execute(_INSERT_ENTRY, entry)
+                db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
+                db.execute(_TRIM, (user, self._max))
+        if settled is not None:
+            self._counted_add(settled.accounts, settled.day, settled.month, settled.tally)
+            self._holds.release(settled)
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
@@ -278,6 +303,99 @@ class SqliteStore:
             "cursors", _sqlite_cursors.RECENT, (platform, limit), _sqlite_cursors.RECENT_COLUMNS
         )
         return [ChannelCursor(platform, channel, last, at) for _, channel, last, at in rows]
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        """Read the counters, decide and record the hold in memory, with no
+        await in between (`_sqlite_ledger`); a refusal is counted in the file."""
+        verdict = self._holds.reserve(hold, self._counts(hold))
+        if not verdict.ok:
+            keys = [a.key for a in hold.accounts]
+            with self._txn() as db:
+                _sqlite_ledger.add(db, keys, hold.day, hold.month, Tally(refused=1))
+            self._counted_add(keys, hold.day, hold.month, Tally(refused=1))
+        return verdict
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        s = settlement
+        with self._txn() as db:
+            _sqlite_ledger.add(db, s.accounts, s.day, s.month, s.tally)
+        self._counted_add(s.accounts, s.day, s.month, s.tally)
+        self._holds.release(s)
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        counted = self._ledger_read(lambda db: _sqlite_ledger.counted(db, hold))
+        return {a.key: self._holds.snapshot(a.key, hold, counted) for a in hold.accounts}
+
+    def _counts(self, hold: Hold) -> dict[str, tuple[Tally, Tally]]:
+        """The accounts' settled day and month: from memory once read (this
+        process writes every change of them, see `_counted_add`), else the file."""
+        cache = self._counted
+        missing = [
+            a for a in hold.accounts
+            if (a.key, hold.day) not in cache or (a.key, hold.month) not in cache
+        ]  # fmt: skip
+        if missing:
+            if len(cache) > _COUNTED_KEPT:
+                cache.clear()
+            probe = replace(hold, accounts=tuple(missing))
+            read = self._ledger_read(lambda db: _sqlite_ledger.counted(db, probe))
+            for key, (day, month) in read.items():
+                cache[(key, hold.day)], cache[(key, hold.month)] = day, month
+        return {
+            a.key: (cache[(a.key, hold.day)], cache[(a.key, hold.month)]) for a in hold.accounts
+        }
+
+    def _counted_add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
+        """After a committed ledger write: what is cached follows it."""
+        for key in keys:
+            for period in (day, month):
+                if (key, period) in self._counted:
+                    self._counted[(key, period)] += tally
+
+    def _ledger_read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return read(self._conn())
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        try:
+            return _sqlite_ledger.rows(self._conn(), since_day=since_day)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        with self._txn() as db:
+            _sqlite_links.offer(db, user, code_hash, expires_at, expires_at - CODE_TTL)
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        with self._txn() as db:
+            return _sqlite_links.take(db, code_hash, now)
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        with self._txn() as db:
+            return _sqlite_links.attempt(db, user, now, failed)
+
+    async def link_join(self, first: str, second: str) -> str:
+        self._groups.clear()
+        with self._txn() as db:
+            return _sqlite_links.join(db, first, second)
+
+    async def link_split(self, user: str) -> bool:
+        self._groups.clear()
+        with self._txn() as db:
+            return _sqlite_links.split(db, user)
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        """Asked for every message: answered from memory once read (links change
+        only through this store's join and split, which drop what is kept)."""
+        group = self._groups.get(user)
+        if group is None:
+            group = self._ledger_read(lambda db: _sqlite_links.group(db, user))
+            if len(self._groups) > _COUNTED_KEPT:
+                self._groups.clear()
+            self._groups[user] = group
+        return group
 
     async def aclose(self) -> None:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""

@@ -1,4 +1,5 @@
-"""Slash commands: `/new /forget /memory /help /status` as Discord application commands.
+"""Slash commands: `/new /forget /memory /help /status /link /unlink` as Discord
+application commands (`/link` with an optional `code` option).
 
 An interaction is deferred at once (Discord wants an answer within 3 s),
 then handed to the engine as the text command it stands for
@@ -42,7 +43,7 @@ def build_tree(
             app_commands.Command(
                 name=command,
                 description=(description or command)[:100],
-                callback=_runner(command, accept),
+                callback=_link_runner(accept) if command == "link" else _runner(command, accept),
             )
         )
     return tree
@@ -52,6 +53,18 @@ def _runner(command: str, accept: Accept) -> Any:
     async def run(interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         await accept(interaction_message(interaction, f"/{command}"))
+
+    return run
+
+
+def _link_runner(accept: Accept) -> Any:
+    """`/link` takes an optional `code` option: `/link` offers a code, `/link code:X` redeems."""
+
+    @app_commands.describe(code="the code /link gave you on your other platform")
+    async def run(interaction: discord.Interaction, code: str | None = None) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        text = f"/link {code.strip()}" if code and code.strip() else "/link"
+        await accept(interaction_message(interaction, text))
 
     return run
 

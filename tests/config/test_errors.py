@@ -148,7 +148,8 @@ BROKEN = [
     pytest.param(
         "- bot\n- engine\n",
         "FILE:1: the top level must be a mapping of sections (bot, engine, memory, "
-        "providers, platforms, access, identities, server, logging, scopes, media), got a list",
+        "providers, platforms, access, identities, server, logging, scopes, media, limits), "
+        "got a list",
         id="top-level-list",
     ),
     pytest.param(

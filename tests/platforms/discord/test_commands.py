@@ -76,3 +76,22 @@ async def test_new_via_slash_command_opens_a_fresh_session(
     await running.ring(count=2)
     last = bot.provider.prompts[-1]
     assert "eins" not in [m.content for m in last.messages if m.role == "user"]
+
+
+async def test_link_as_a_slash_command_with_a_code_option(
+    fake: FakeDiscord, launch: Launch, tmp_path: Path
+) -> None:
+    home = tmp_path / "own"
+    home.mkdir()
+    bot = await make_testbot(home, allow=(*ALLOWED, "telegram:579304651"))
+    await launch(bot=bot)
+    link = next(c for c in fake.commands if c["name"] == "link")
+    assert [o["name"] for o in link["options"]] == ["code"]
+    offered = await bot.say("/link")  # Alice's Telegram offers a code
+    code = offered.split("/link ", 1)[1].split()[0]
+    record = await fake.send_slash_command("link", {"code": code}, channel_id=fake.dm_channel())
+    await fake.wait_for(lambda: bool(record.followups))
+    assert record.followups[0].content.startswith("Verknüpft: telegram:579304651 und discord:")
+    group = await fake.send_slash_command("link", channel_id=CHANNEL_ID)
+    await fake.wait_for(lambda: bool(group.followups))
+    assert group.followups[0].content.startswith("Konten verknüpfe ich nur im privaten Chat")

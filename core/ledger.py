@@ -1,0 +1,309 @@
+"""The limits ledger's values and its one decision, shared by every store backend.
+
+A ledger is a set of accounts (a person, `person:<who>`, or a scope's pool,
+`scope:<place>`), each with counters per calendar day and month
+(`2026-12-02`, `2026-12`): tokens in/out, requests, refusals and cost in
+nano-dollars (integers, so every backend adds them exactly). Before a model
+request a `Hold` reserves the worst case on every account it touches; the
+store admits it only if, on every account, settled use plus unexpired holds
+plus this one stays within each limit, in one atomic step (one SQLite
+transaction, one Redis script), so concurrent messages and replicas cannot
+pass a limit together. `Settlement` replaces the hold with what the provider
+reported. A hold a crash left behind stops counting at `expires_at`.
+
+`decide` is that check over numbers a backend read; SQLite and the JSON store
+call it inside their transaction, the Redis script spells the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RATE_WINDOW",
+    "Account",
+    "Hold",
+    "LedgerBook",
+    "LedgerRow",
+    "Limits",
+    "Settlement",
+    "Snapshot",
+    "Tally",
+    "Verdict",
+    "decide",
+]
+
+RATE_WINDOW = 60.0
+"""`messages_per_minute` counts admitted requests in this sliding window (s);
+also how often a person past it hears the notice."""
+NANO = 10**9  # nano-dollars per dollar
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One account's limits; None is unlimited. Dollars as floats (config)."""
+
+    tokens_per_day: int | None = None
+    tokens_per_month: int | None = None
+    messages_per_minute: int | None = None
+    usd_per_day: float | None = None
+    usd_per_month: float | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(
+            v is not None
+            for v in (
+                self.tokens_per_day,
+                self.tokens_per_month,
+                self.messages_per_minute,
+                self.usd_per_day,
+                self.usd_per_month,
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    key: str  # "person:alice", "scope:telegram:-100123"
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A reservation of the worst case of one model request on `accounts`."""
+
+    id: str
+    accounts: tuple[Account, ...]
+    tokens: int
+    nano_usd: int
+    day: str
+    month: str
+    now: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`ok`, or which account and limit key refused; `notify` is False for a
+    `messages_per_minute` refusal within `RATE_WINDOW` of the last notice."""
+
+    ok: bool
+    account: str = ""
+    kind: str = ""
+    notify: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What a request used, replacing its hold. `answered` False (a failed or
+    cancelled request) also takes the message out of `messages_per_minute`."""
+
+    id: str
+    accounts: tuple[str, ...]
+    day: str
+    month: str
+    tokens_in: int
+    tokens_out: int
+    nano_usd: int
+    answered: bool = True
+
+    @property
+    def tally(self) -> Tally:
+        """What it adds to each account's day and month: one request."""
+        return Tally(self.tokens_in, self.tokens_out, 1, 0, self.nano_usd)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One account's counters for one period."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    requests: int = 0
+    refused: int = 0
+    nano_usd: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            self.requests + other.requests,
+            self.refused + other.refused,
+            self.nano_usd + other.nano_usd,
+        )
+
+
+Counted = Mapping[str, tuple["Tally", "Tally"]]
+"""Settled use per account: (the hold's day, the hold's month)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One account's counters for one day, for `chatbridge usage`."""
+
+    account: str
+    day: str
+    tally: Tally
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What `decide` needs of one account: settled use of the hold's day and
+    month, unexpired holds of that day and month, admitted requests in the
+    last `RATE_WINDOW` s, and when it was last told about the rate."""
+
+    day: Tally = field(default_factory=Tally)
+    month: Tally = field(default_factory=Tally)
+    held_day: tuple[int, int] = (0, 0)  # tokens, nano-dollars
+    held_month: tuple[int, int] = (0, 0)
+    recent: int = 0
+    noticed_at: float | None = None
+
+
+def decide(hold: Hold, snapshots: Mapping[str, Snapshot]) -> Verdict:
+    """Admit `hold` only if it fits every limit of every account."""
+    for account in hold.accounts:
+        s, lim = snapshots[account.key], account.limits
+        kind = _first_exceeded(hold, s, lim)
+        if kind:
+            notify = True
+            if kind == "messages_per_minute":
+                notify = s.noticed_at is None or hold.now - s.noticed_at >= RATE_WINDOW
+            return Verdict(False, account.key, kind, notify)
+    return Verdict(True)
+
+
+def _first_exceeded(hold: Hold, s: Snapshot, lim: Limits) -> str:
+    if lim.messages_per_minute is not None and s.recent + 1 > lim.messages_per_minute:
+        return "messages_per_minute"
+    checks = (
+        ("tokens_per_day", lim.tokens_per_day, s.day.tokens + s.held_day[0] + hold.tokens),
+        ("tokens_per_month", lim.tokens_per_month, s.month.tokens + s.held_month[0] + hold.tokens),
+    )
+    for kind, limit, total in checks:
+        if limit is not None and total > limit:
+            return kind
+    usd = (
+        ("usd_per_day", lim.usd_per_day, s.day.nano_usd + s.held_day[1] + hold.nano_usd),
+        ("usd_per_month", lim.usd_per_month, s.month.nano_usd + s.held_month[1] + hold.nano_usd),
+    )
+    for kind, dollars, nano in usd:
+        if dollars is not None and nano > round(dollars * NANO):
+            return kind
+    return ""
+
+
+@dataclass(slots=True)
+class HoldRow:
+    day: str
+    month: str
+    tokens: int
+    nano_usd: int
+    expires_at: float
+
+
+@dataclass(slots=True)
+class LedgerBook:
+    """The whole ledger in memory (the JSON store keeps it in its own file).
+
+    `counters[account][period]`, `holds[account][id]`, `stamps[account][id]`
+    (admission time), `notices[account]` (last rate notice).
+    """
+
+    counters: dict[str, dict[str, Tally]] = field(default_factory=dict)
+    holds: dict[str, dict[str, HoldRow]] = field(default_factory=dict)
+    stamps: dict[str, dict[str, float]] = field(default_factory=dict)
+    notices: dict[str, float] = field(default_factory=dict)
+
+    def reserve(self, hold: Hold, counted: Counted | None = None) -> Verdict:
+        """Decide and record `hold`. With `counted` (each account's settled day
+        and month, kept elsewhere: SQLite's file) the book holds only holds,
+        stamps and notices, and a refusal is for the caller to count."""
+        for account in hold.accounts:
+            self._prune(account.key, hold.now)
+        snaps = {a.key: self.snapshot(a.key, hold, counted) for a in hold.accounts}
+        verdict = decide(hold, snaps)
+        keys = [a.key for a in hold.accounts]
+        if not verdict.ok:
+            if counted is None:
+                self._add(keys, hold.day, hold.month, Tally(refused=1))
+            if verdict.notify and verdict.kind == "messages_per_minute":
+                self.notices[verdict.account] = hold.now
+            return verdict
+        row = HoldRow(hold.day, hold.month, hold.tokens, hold.nano_usd, hold.expires_at)
+        for key in keys:
+            self.holds.setdefault(key, {})[hold.id] = row
+            self.stamps.setdefault(key, {})[hold.id] = hold.now
+        return verdict
+
+    def settle(self, s: Settlement) -> None:
+        self.release(s)
+        self._add(s.accounts, s.day, s.month, s.tally)
+
+    def release(self, s: Settlement) -> None:
+        """Drop the hold (and, unanswered, its stamp) without counting anything."""
+        for key in s.accounts:
+            self.holds.get(key, {}).pop(s.id, None)
+            if not s.answered:
+                self.stamps.get(key, {}).pop(s.id, None)
+
+    def snapshot(self, key: str, hold: Hold, counted: Counted | None = None) -> Snapshot:
+        counters = self.counters.get(key, {})
+        if counted is not None:
+            counters = {hold.day: counted[key][0], hold.month: counted[key][1]}
+        held_day, held_month = [0, 0], [0, 0]
+        for row in self.holds.get(key, {}).values():
+            if row.expires_at <= hold.now:
+                continue
+            if row.day == hold.day:
+                held_day[0] += row.tokens
+                held_day[1] += row.nano_usd
+            if row.month == hold.month:
+                held_month[0] += row.tokens
+                held_month[1] += row.nano_usd
+        self._prune(key, hold.now)  # after it every stamp left is within the window
+        recent = len(self.stamps.get(key, ()))
+        return Snapshot(
+            counters.get(hold.day, Tally()),
+            counters.get(hold.month, Tally()),
+            (held_day[0], held_day[1]),
+            (held_month[0], held_month[1]),
+            recent,
+            self.notices.get(key),
+        )
+
+    def rows(self, *, since_day: str) -> list[LedgerRow]:
+        return [
+            LedgerRow(account, period, tally)
+            for account, periods in sorted(self.counters.items())
+            for period, tally in sorted(periods.items())
+            if len(period) == 10 and period >= since_day
+        ]
+
+    def _prune(self, key: str, now: float) -> None:
+        holds = self.holds.get(key)
+        if holds:
+            for hid in [h for h, row in holds.items() if row.expires_at <= now]:
+                del holds[hid]
+        stamps = self.stamps.get(key)
+        if stamps:
+            # Stamps are added in time order (dicts keep it): drop from the front.
+            old = []
+            for sid, at in stamps.items():
+                if at > now - RATE_WINDOW:
+                    break
+                old.append(sid)
+            for sid in old:
+                del stamps[sid]
+
+    def _add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
+        for key in keys:
+            periods = self.counters.setdefault(key, {})
+            for period in (day, month):
+                periods[period] = periods.get(period, Tally()) + tally

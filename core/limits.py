@@ -1,0 +1,306 @@
+"""Limits on the answer path: reserve the worst case, settle what was reported.
+
+`LimitGate.admit` turns a prompt into a `core.ledger.Hold` on the person's
+account (and a scope's pool): the prompt's tokens, bounded from above, plus
+the largest `max_tokens` of the provider chain, and the dearest provider's
+price for that. The store admits it atomically or says which limit refused.
+`LimitGate.settle` replaces the hold with what the providers reported, each
+at its own price (a fallback provider's usage at the fallback's prices):
+
+- an answer that ended normally without any usage report settles the full
+  worst case (the contract's rule: nothing unreported goes uncounted);
+- a failed or cancelled request settles what was reported before it ended,
+  else zero, and leaves `messages_per_minute` (it was not answered).
+
+Prompt tokens: neither installed SDK offers a local tokenizer (Anthropic's
+counts over the network; OpenAI's `tiktoken` is not a dependency and fetches
+its tables at run time), so the bound is the prompt's UTF-8 byte count plus 8
+per message and 16 for the request: every byte-level BPE token (OpenAI's and
+Anthropic's tokenizers are such) covers at least one byte, so the real count
+never exceeds it. It over-reserves about 4x for English text; settling gives
+the difference back as soon as the answer ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, tzinfo
+
+from chatbridge.core.clock import Clock
+from chatbridge.core.ledger import NANO, Account, Hold, Limits, Settlement, Snapshot, Verdict
+from chatbridge.core.models import Usage
+from chatbridge.core.ports import Prompt, StreamEvent, UsageReport
+from chatbridge.core.store.base import Store
+from chatbridge.core.texts import say
+
+__all__ = [
+    "DEFAULT_HOLD_TTL",
+    "LimitGate",
+    "LimitPolicy",
+    "Meter",
+    "Price",
+    "ProviderTerms",
+    "Remainder",
+    "prompt_tokens_bound",
+]
+
+DEFAULT_HOLD_TTL = 300.0
+"""Seconds a reservation counts when nobody settles it (its process died)."""
+
+
+def prompt_tokens_bound(prompt: Prompt) -> int:
+    """An upper bound on the prompt's tokens (see the module docstring)."""
+    size = _bytes(prompt.system) + 16
+    for turn in prompt.messages:
+        size += _bytes(turn.content) + 8
+    return size
+
+
+def _bytes(text: str) -> int:
+    """UTF-8 length (ASCII, the common case, without encoding)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def nano(self, tokens_in: int, tokens_out: int) -> int:
+        """Cost in nano-dollars, rounded up."""
+        dollars_per_k = tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok
+        return math.ceil(dollars_per_k * 1e3)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderTerms:
+    """What one provider entry may cost: its answer bound and prices (None: unknown)."""
+
+    max_tokens: int = 1024
+    price: Price | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitPolicy:
+    """The `limits` section and the providers' terms, resolved once per config."""
+
+    default: Limits = field(default_factory=Limits)
+    people: Mapping[str, Limits] = field(default_factory=dict)  # merged over default
+    admins_exempt: bool = False
+    terms: Mapping[str, ProviderTerms] = field(default_factory=dict)  # by provider name
+    first: str = ""  # the provider a report without a name came from
+    hold_ttl: float = DEFAULT_HOLD_TTL
+
+    def limits_of(self, person: str, user_id: str) -> Limits:
+        """`people[person]`, else `people[user_id]`, else `default`."""
+        return self.people.get(person) or self.people.get(user_id) or self.default
+
+    def worst(self, prompt_tokens: int) -> tuple[int, int]:
+        """Tokens and nano-dollars the request may cost at most, whichever provider answers."""
+        terms = self.terms.values() or (ProviderTerms(),)
+        tokens = prompt_tokens + max(t.max_tokens for t in terms)
+        priced = [t for t in terms if t.price is not None]
+        if not priced:
+            return tokens, 0
+        return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in priced)  # type: ignore[union-attr]
+
+    def cost(self, provider: str, usage: Usage) -> int:
+        terms = self.terms.get(provider or self.first)
+        if terms is None or terms.price is None:
+            return 0
+        return terms.price.nano(usage.input_tokens, usage.output_tokens)
+
+
+class Meter:
+    """What the providers reported during one request, by provider name."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, Usage]] = []
+
+    def see(self, event: StreamEvent) -> None:
+        if isinstance(event, UsageReport):
+            self.reports.append((event.provider, event.usage))
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for _, usage in self.reports:
+            total = total + usage
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Remainder:
+    """What is left of the smallest day (and month) limits, for /status."""
+
+    tokens_today: int | None = None
+    usd_today: float | None = None
+    tokens_month: int | None = None
+    usd_month: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    hold: Hold
+    prompt_tokens: int
+
+
+class LimitGate:
+    """Admits and settles model requests against the ledger in the store."""
+
+    def __init__(
+        self,
+        policy: LimitPolicy,
+        *,
+        store: Store,
+        clock: Clock,
+        timezone: tzinfo | None,
+    ) -> None:
+        self.policy = policy
+        # Hold ids: unique across replicas and restarts, without a urandom call each.
+        self._id_prefix = uuid.uuid4().hex[:12]
+        self._ids = itertools.count()
+        self._store = store
+        self._clock = clock
+        self._tz = timezone
+
+    def accounts(self, person: str, user_id: str, *, admin: bool) -> tuple[Account, ...]:
+        """The person's account (with no limits when exempt); a pool comes later."""
+        exempt = admin and self.policy.admins_exempt
+        limits = Limits() if exempt else self.policy.limits_of(person, user_id)
+        return (Account(f"person:{person}", limits),)
+
+    def periods(self, now: float) -> tuple[str, str]:
+        day = datetime.fromtimestamp(now, self._tz).date()
+        return day.isoformat(), day.isoformat()[:7]
+
+    async def admit(self, prompt: Prompt, *, accounts: tuple[Account, ...]) -> Admitted | Verdict:
+        """Reserve the worst case of `prompt`; a refusing `Verdict` if it does not fit."""
+        now = self._clock.now()
+        prompt_tokens = prompt_tokens_bound(prompt)
+        tokens, nano = self.policy.worst(prompt_tokens)
+        day, month = self.periods(now)
+        hid = f"{self._id_prefix}-{next(self._ids)}"
+        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl)
+        verdict = await self._store.ledger_reserve(hold)
+        return Admitted(hold, prompt_tokens) if verdict.ok else verdict
+
+    def settlement(self, admitted: Admitted, meter: Meter, *, completed: bool) -> Settlement:
+        """What replaces the hold (see the module docstring for the rules)."""
+        hold = admitted.hold
+        if meter.reports:
+            usage = meter.usage
+            nano = sum(self.policy.cost(name, u) for name, u in meter.reports)
+            tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        elif completed:  # answered, but nothing reported: count the worst case
+            tokens_in, tokens_out = admitted.prompt_tokens, hold.tokens - admitted.prompt_tokens
+            nano = hold.nano_usd
+        else:
+            tokens_in = tokens_out = nano = 0
+        return Settlement(
+            hold.id,
+            tuple(a.key for a in hold.accounts),
+            hold.day,
+            hold.month,
+            tokens_in,
+            tokens_out,
+            nano,
+            answered=completed,
+        )
+
+    async def remainder(self, accounts: tuple[Account, ...]) -> Remainder | None:
+        """The least left today and this month over `accounts`; None without limits."""
+        if not any(a.limits.any for a in accounts):
+            return None
+        now = self._clock.now()
+        day, month = self.periods(now)
+        probe = Hold("", accounts, 0, 0, day, month, now, now)
+        snaps = await self._store.ledger_snapshots(probe)
+        left: dict[str, float] = {}
+        for account in accounts:
+            s, lim = snaps[account.key], account.limits
+            for key, value in _left(s, lim).items():
+                left[key] = min(left.get(key, value), value)
+        return Remainder(
+            tokens_today=_int(left.get("tokens_per_day")),
+            usd_today=left.get("usd_per_day"),
+            tokens_month=_int(left.get("tokens_per_month")),
+            usd_month=left.get("usd_per_month"),
+        )
+
+    # -- what the user hears --------------------------------------------------
+
+    def refusal(self, verdict: Verdict, *, language: str, accounts: tuple[Account, ...]) -> str:
+        """The one sentence for a refusing verdict, naming the limit and its reset."""
+        pool = verdict.account.startswith("scope:")
+        whose = "pool" if pool else "own"
+        if verdict.kind == "messages_per_minute":
+            account = next(a for a in accounts if a.key == verdict.account)
+            return say(
+                language,
+                "limit_rate",
+                limit=say(language, f"limit_{whose}"),
+                count=account.limits.messages_per_minute,
+            )
+        return say(
+            language,
+            "limit_refused",
+            limit=say(language, f"limit_{whose}_{verdict.kind}"),
+            reset=self._reset(verdict.kind, language),
+        )
+
+    def _reset(self, kind: str, language: str) -> str:
+        today = datetime.fromtimestamp(self._clock.now(), self._tz).date()
+        zone = _zone_name(self._tz)
+        if kind.endswith("_day"):
+            return say(language, "limit_reset_day", zone=zone)
+        first = (today.replace(day=1) + timedelta(days=32)).replace(day=1)
+        shown = first.strftime("%d.%m.%Y") if language == "de" else first.isoformat()
+        return say(language, "limit_reset_month", date=shown, zone=zone)
+
+    def status_lines(self, remainder: Remainder, *, language: str) -> str:
+        """`left today: 1200 tokens` (and the month with prices), for /status."""
+        lines = []
+        for key, tokens, usd in (
+            ("limit_left_today", remainder.tokens_today, remainder.usd_today),
+            ("limit_left_month", remainder.tokens_month, remainder.usd_month),
+        ):
+            parts = []
+            if tokens is not None:
+                parts.append(say(language, "limit_tokens", count=tokens))
+            if usd is not None:
+                parts.append(f"${usd:.2f}")
+            if parts and (key == "limit_left_today" or usd is not None):
+                lines.append(say(language, key, left=", ".join(parts)))
+        return "\n".join(lines)
+
+
+def _left(s: Snapshot, lim: Limits) -> dict[str, float]:
+    left: dict[str, float] = {}
+    if lim.tokens_per_day is not None:
+        left["tokens_per_day"] = max(0, lim.tokens_per_day - s.day.tokens - s.held_day[0])
+    if lim.tokens_per_month is not None:
+        left["tokens_per_month"] = max(0, lim.tokens_per_month - s.month.tokens - s.held_month[0])
+    if lim.usd_per_day is not None:
+        left["usd_per_day"] = max(0.0, lim.usd_per_day - (s.day.nano_usd + s.held_day[1]) / NANO)
+    if lim.usd_per_month is not None:
+        used = (s.month.nano_usd + s.held_month[1]) / NANO
+        left["usd_per_month"] = max(0.0, lim.usd_per_month - used)
+    return left
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _zone_name(tz: tzinfo | None) -> str:
+    key = getattr(tz, "key", None)
+    if isinstance(key, str):
+        return key
+    return (tz and tz.tzname(None)) or datetime.now().astimezone().tzname() or "local time"

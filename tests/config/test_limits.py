@@ -1,0 +1,77 @@
+"""The `limits:` section and provider `prices`: values, key-by-key overrides,
+and every mistake as one `FILE:LINE: key: message` line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.config._helpers import load_error, load_ok, render
+
+
+def test_a_people_entry_overrides_default_key_by_key(tmp_path: Path) -> None:
+    cfg = load_ok(
+        tmp_path,
+        """
+        identities:
+          alice: [telegram:1]
+        limits:
+          default: {tokens_per_day: 100, messages_per_minute: 3}
+          people:
+            alice: {tokens_per_day: 1000}
+            "telegram:42": {tokens_per_day: 0}
+          admins_exempt: true
+        """,
+    )
+    alice = cfg.limits.people["alice"].over(cfg.limits.default)
+    assert (alice.tokens_per_day, alice.messages_per_minute, alice.usd_per_day) == (1000, 3, None)
+    assert cfg.limits.people["telegram:42"].tokens_per_day == 0
+    assert cfg.limits.admins_exempt
+
+
+def test_limit_mistakes_are_one_line_each(tmp_path: Path) -> None:
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          main: {type: debug}
+        limits:
+          default: {tokens_per_day: -1, usd_per_day: 1}
+          people:
+            bob: {tokens_per_dya: 4}
+            "telegram:abc": {tokens_per_day: 1}
+        """,
+    )
+    lines = render(error)
+    assert (
+        "FILE:5: limits.default.tokens_per_day: Input should be greater than or equal to 0 (got -1)"
+        in lines
+    )
+    assert (
+        "FILE:7: limits.people.bob.tokens_per_dya: unknown key; did you mean 'tokens_per_day'?"
+        in lines
+    )
+    assert any(line.startswith("FILE:8: limits.people") and "numbers" in line for line in lines)
+
+
+def test_usd_limits_need_prices_on_every_provider(tmp_path: Path) -> None:
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          default: main
+          fallback: [backup]
+          main: {type: debug, prices: {input_per_mtok: 0.15, output_per_mtok: 0.6}}
+          backup: {type: debug}
+        identities:
+          alice: [telegram:1]
+        limits:
+          people:
+            alice: {usd_per_month: 5}
+            carol: {tokens_per_day: 1}
+        """,
+    )
+    assert render(error) == [
+        "FILE:11: limits.people.alice.usd_per_month: needs prices on every provider; "
+        "providers.backup has none",
+        "FILE:12: limits.people.carol: no identity named 'carol'",
+    ]
