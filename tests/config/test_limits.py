@@ -75,3 +75,52 @@ def test_usd_limits_need_prices_on_every_provider(tmp_path: Path) -> None:
         "providers.backup has none",
         "FILE:12: limits.people.carol: no identity named 'carol'",
     ]
+
+
+def test_a_scope_pool_is_one_set_of_limit_keys(tmp_path: Path) -> None:
+    cfg = load_ok(
+        tmp_path,
+        """
+        scopes:
+          "telegram:-100123":
+            limits: {tokens_per_day: 500000, messages_per_minute: 20}
+          discord:guild:42:
+            language: en
+        """,
+    )
+    pool = cfg.scopes["telegram:-100123"].limits
+    assert pool is not None
+    assert (pool.tokens_per_day, pool.messages_per_minute, pool.usd_per_day) == (500000, 20, None)
+    assert cfg.scopes["discord:guild:42"].limits is None
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          main: {type: debug}
+        scopes:
+          telegram:
+            language: en
+          "telegram:-100123":
+            limits:
+              tokens_per_dya: 5
+              usd_per_day: 1
+        """,
+    )
+    assert render(error) == [
+        "FILE:9: scopes.telegram:-100123.limits.tokens_per_dya: unknown key; "
+        "did you mean 'tokens_per_day'?",
+    ]
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          main: {type: debug}
+        scopes:
+          "telegram:-100123":
+            limits: {usd_per_day: 1}
+        """,
+    )
+    assert render(error) == [
+        "FILE:6: scopes.telegram:-100123.limits.usd_per_day: needs prices on every provider; "
+        "providers.main has none",
+    ]
