@@ -7,6 +7,7 @@ root would build them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.access import AccessPolicy
@@ -280,4 +281,13 @@ async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(tmp_path: Pat
     pool = gate.accounts("discord:7", "discord:7", admin=False, place=channel)[1]
     assert (pool.key, pool.limits.tokens_per_day) == ("scope:discord:guild:1", 50)
     assert (await ask("4", channel)).startswith(refusal)
+    # With admins_exempt an admin passes the spent pool, and the pool still counts it.
+    gate.policy = replace(gate.policy, admins_exempt=True)
+    admin = gate.accounts("telegram:1", "telegram:1", admin=True, place=group)
+    admitted = await gate.admit(prompt, accounts=admin)
+    assert isinstance(admitted, Admitted)
+    await store.ledger_settle(gate.settlement(admitted, Meter(), completed=True))
+    rows = {row.account: row.tally for row in await store.ledger_rows(since_day="2000-01-01")}
+    assert rows["scope:telegram:-100"].tokens == 900
+    assert (await ask("2", group)).startswith(refusal)
     await store.aclose()
