@@ -124,3 +124,23 @@ def test_a_scope_pool_is_one_set_of_limit_keys(tmp_path: Path) -> None:
         "FILE:6: scopes.telegram:-100123.limits.usd_per_day: needs prices on every provider; "
         "providers.main has none",
     ]
+
+
+def test_usage_reads_scope_pools_without_the_providers_section(tmp_path: Path) -> None:
+    """`chatbridge usage` loads only its sections: a scope's `provider` and
+    `model` cannot be checked there, and must not fail the load."""
+    from chatbridge.config import load_config
+    from chatbridge.core.app.usage import USAGE_SECTIONS
+
+    path = tmp_path / "chatbridge.yaml"
+    path.write_text(
+        "providers:\n  main:\n    type: openai\n    model: m\n    api_key: ${MISSING_KEY}\n"
+        "scopes:\n  telegram:\n    provider: main\n    model: m2\n"
+        "    limits: {tokens_per_day: 9}\n"
+    )
+    cfg = load_config(path, {}, only=USAGE_SECTIONS)
+    pool = cfg.scopes["telegram"].limits
+    assert pool is not None and pool.tokens_per_day == 9
+    error = load_error(tmp_path, path.read_text().replace("${MISSING_KEY}", "sk-x")
+                       .replace("provider: main", "provider: mian"))  # fmt: skip
+    assert [issue.path for issue in error.issues] == ["scopes.telegram.provider"]
