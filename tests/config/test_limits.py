@@ -140,7 +140,8 @@ def test_usage_reads_scope_pools_without_the_providers_section(tmp_path: Path) -
     )
     cfg = load_config(path, {}, only=USAGE_SECTIONS)
     pool = cfg.scopes["telegram"].limits
-    assert pool is not None and pool.tokens_per_day == 9
-    error = load_error(tmp_path, path.read_text().replace("${MISSING_KEY}", "sk-x")
-                       .replace("provider: main", "provider: mian"))  # fmt: skip
+    assert pool is not None
+    assert pool.tokens_per_day == 9
+    text = path.read_text().replace("${MISSING_KEY}", "sk-x")
+    error = load_error(tmp_path, text.replace("provider: main", "provider: mian"))
     assert [issue.path for issue in error.issues] == ["scopes.telegram.provider"]
