@@ -174,9 +174,9 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
     else:
         tokens_in = tokens_out = "–"
         # A group sees what is left of its own shared pool, never a person's limits.
-        pool = pool_of(ctx.place) if ctx.limits is not None and ctx.place is not None else None
-        if pool is not None and ctx.limits is not None:
-            cache += await _left(ctx.limits, (pool,), settings.language)
+        if ctx.limits is not None and ctx.place is not None:
+            pool = pool_of(ctx.place)
+            cache += "" if pool is None else await _left(ctx.limits, (pool,), settings.language)
     return (
         settings.say(
             "status",
