@@ -7,6 +7,8 @@ A key not set is unlimited; a `people` entry overrides `default` key by key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import Field
 
 from ._base import Section
@@ -73,14 +75,19 @@ class Prices(Section):
 
 
 def usd_limit_issues(
-    limits: LimitsConfig, unpriced: list[str], *, identities: dict[str, object]
+    limits: LimitsConfig,
+    unpriced: list[str],
+    *,
+    identities: dict[str, object],
+    pools: Mapping[str, LimitValues] | None = None,
 ) -> list[tuple[Loc, str]]:
-    """Cross-section checks: `usd_*` needs prices on every provider that may
-    answer (`unpriced` names those without), and a `people` name must be an
-    identity."""
+    """Cross-section checks: `usd_*` (in `limits` or a scope's pool) needs
+    prices on every provider that may answer (`unpriced` names those
+    without), and a `people` name must be an identity."""
     issues: list[tuple[Loc, str]] = []
     places: list[tuple[Loc, LimitValues]] = [(("limits", "default"), limits.default)]
     places += [(("limits", "people", who), values) for who, values in limits.people.items()]
+    places += [(("scopes", scope, "limits"), values) for scope, values in (pools or {}).items()]
     for loc, values in places:
         if values.uses_usd and unpriced:
             key = "usd_per_day" if values.usd_per_day is not None else "usd_per_month"

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from ._env import ENV_DEFAULTS, is_active, merge_defaults, mode_defaults, substitute
 from ._errors import ConfigError, ConfigIssue, Loc, format_loc
 from ._issues import issues_from_validation, line_for
-from ._models import BASE_DIR, ChatbridgeConfig
+from ._models import BASE_DIR, WITHOUT_PROVIDERS, ChatbridgeConfig
 from ._platforms import MODE_FROM_ENVIRONMENT
 from ._schema import prune_nulls
 from ._scopes import scope_platform
@@ -151,6 +151,8 @@ def load_config_text(
     context: dict[str, object] = {MODE_FROM_ENVIRONMENT: mode_from_env}
     if base_dir is not None:
         context[BASE_DIR] = base_dir
+    if only is not None and "providers" not in only:
+        context[WITHOUT_PROVIDERS] = True
     try:
         config = ChatbridgeConfig.model_validate(expanded.data, context=context)
     except ValidationError as exc:

@@ -21,6 +21,7 @@ from ._urls import url_is_usable
 
 __all__ = [
     "BASE_DIR",
+    "WITHOUT_PROVIDERS",
     "AccessConfig",
     "BotConfig",
     "ChatbridgeConfig",
@@ -31,6 +32,9 @@ __all__ = [
 
 
 BASE_DIR = "base_dir"
+WITHOUT_PROVIDERS = "without_providers"
+"""Validation context flag: `only=` left the providers section out (chatbridge
+usage), so scopes' `provider`/`model` have nothing to be checked against."""
 """Validation-context key: the config file's directory, for relative paths in it."""
 
 MAX_ENTRIES = 10_000
@@ -215,7 +219,7 @@ class ChatbridgeConfig(Section):
     """Token, message and cost limits per person (see `LimitValues`)."""
 
     @model_validator(mode="after")
-    def _check_references(self) -> ChatbridgeConfig:
+    def _check_references(self, info: ValidationInfo) -> ChatbridgeConfig:
         """Cross-section checks: access names must be identities, IDs belong to one person."""
         issues: list[tuple[Loc, str]] = []
         names = list(self.identities)
@@ -232,7 +236,8 @@ class ChatbridgeConfig(Section):
                     issues.append((("identities", name, index), msg))
                 owner.setdefault(member, name)
         entries = list(self.providers.entries)
-        for scope_id, scope in self.scopes.items():
+        without_providers = bool((info.context or {}).get(WITHOUT_PROVIDERS))
+        for scope_id, scope in () if without_providers else self.scopes.items():
             if scope.provider is not None and scope.provider not in entries:
                 known = ", ".join(entries) if entries else "none are configured"
                 hint = did_you_mean(scope.provider, entries)
@@ -247,7 +252,10 @@ class ChatbridgeConfig(Section):
             unpriced = [n for n in chain if self.providers.entries[n].prices is None]
         else:
             unpriced = []
-        issues += usd_limit_issues(self.limits, unpriced, identities=dict(self.identities))
+        pools = {sid: sc.limits for sid, sc in self.scopes.items() if sc.limits is not None}
+        issues += usd_limit_issues(
+            self.limits, unpriced, identities=dict(self.identities), pools=pools
+        )
         raise_if(issues)
         return self
 

@@ -20,6 +20,10 @@ __all__ = ["allowed_keys", "is_secret", "prune_nulls"]
 
 
 def _model(annotation: Any) -> type[BaseModel] | None:
+    """The model class of `annotation`, also through `Model | None` (a scope's `limits`)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        models = [m for m in map(_model, get_args(annotation)) if m is not None]
+        return models[0] if len(models) == 1 else None
     return (
         annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
     )

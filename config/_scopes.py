@@ -19,6 +19,7 @@ from pydantic import BeforeValidator, Field
 
 from ._base import Section
 from ._duration import Duration
+from ._limits import LimitValues
 from ._shown import shown
 
 __all__ = [
@@ -68,6 +69,10 @@ class ScopeSettings(Section):
     """Ring entries bridged into a new session here; 0: none."""
     require_mention: Annotated[bool | None, TopLevel(None, default=True)] = None
     """In groups/channels: answer only when mentioned or replied to (default true)."""
+    limits: Annotated[LimitValues | None, TopLevel(None)] = None
+    """One pool shared by everyone in this place (on top of each person's own
+    limits); it belongs to the scope that sets it, so a channel inheriting its
+    server's `limits` draws on the server's pool. No top-level setting."""
 
 
 def top_level_of(key: str) -> TopLevel:

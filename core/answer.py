@@ -134,9 +134,7 @@ class Answerer:
                     cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(
-                        entry, outbox, prompt, person.key, settings.language
-                    )
+                    admitted = await self._admit(entry, outbox, prompt, person.key, place)
                     if admitted is None:
                         return Outcome.REFUSED
                 try:
@@ -203,14 +201,16 @@ class Answerer:
         return Outcome.ANSWERED
 
     async def _admit(
-        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, language: str
+        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, place: PlaceSettings
     ) -> Admitted | None:
-        """Reserve the request's worst case; None (after at most one sentence;
-        the caller closes the entry, nothing is stored) when a limit refuses it."""
+        """Reserve the request's worst case on the person's account and the
+        place's pool; None (after at most one sentence; the caller closes the
+        entry, nothing is stored) when a limit refuses it."""
         assert self._limits is not None
         conversation = entry.message.conversation
+        language = place.settings.language
         accounts = self._limits.accounts(
-            person, conversation.user_id, admin=self._access.is_admin(conversation)
+            person, conversation.user_id, admin=self._access.is_admin(conversation), place=place
         )
         admitted = await self._limits.admit(prompt, accounts=accounts)
         if isinstance(admitted, Admitted):

@@ -15,12 +15,14 @@ from typing import Protocol
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
-from chatbridge.core.limits import LimitGate
+from chatbridge.core.ledger import Account
+from chatbridge.core.limits import LimitGate, pool_of
 from chatbridge.core.link_commands import link, unlink
 from chatbridge.core.links import People
 from chatbridge.core.memory import format_time, visible_entries
 from chatbridge.core.metrics import LastUsage
 from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
+from chatbridge.core.places import PlaceSettings
 from chatbridge.core.settings import EngineSettings
 from chatbridge.core.store.base import Store
 from chatbridge.core.texts import COMMANDS, count_entries, human_duration
@@ -70,6 +72,7 @@ class CommandContext:
     last_usage: LastUsage | None = None  # each conversation's last answer, for /status
     scope: str = ""  # the most specific configured scope in force here, "" for none
     limits: LimitGate | None = None  # what is left of the limits, for /status
+    place: PlaceSettings | None = None  # the settings in force here (a scope's pool)
 
 
 async def run_command(command: Command, message: IncomingMessage, ctx: CommandContext) -> str:
@@ -125,6 +128,15 @@ async def _help(message: IncomingMessage, ctx: CommandContext) -> str:
     return ctx.settings.say("help")
 
 
+async def _left(gate: LimitGate, accounts: tuple[Account, ...], language: str) -> str:
+    """`\nleft today: N tokens` (the least over `accounts`), or "" without limits."""
+    remainder = await gate.remainder(accounts)
+    if remainder is None:
+        return ""
+    left = gate.status_lines(remainder, language=language)
+    return f"\n{left}" if left else ""
+
+
 async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
     settings = ctx.settings
     now = ctx.clock.now()
@@ -153,14 +165,18 @@ async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
         if ctx.limits is not None:
             person = await People(ctx.access, ctx.store).of(conversation)
             accounts = ctx.limits.accounts(
-                person.key, conversation.user_id, admin=ctx.access.is_admin(conversation)
+                person.key,
+                conversation.user_id,
+                admin=ctx.access.is_admin(conversation),
+                place=ctx.place,
             )
-            remainder = await ctx.limits.remainder(accounts)
-            if remainder is not None:
-                left = ctx.limits.status_lines(remainder, language=settings.language)
-                cache += f"\n{left}" if left else ""
+            cache += await _left(ctx.limits, accounts, settings.language)
     else:
         tokens_in = tokens_out = "–"
+        # A group sees what is left of its own shared pool, never a person's limits.
+        if ctx.limits is not None and ctx.place is not None:
+            pool = pool_of(ctx.place)
+            cache += "" if pool is None else await _left(ctx.limits, (pool,), settings.language)
     return (
         settings.say(
             "status",

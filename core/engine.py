@@ -311,6 +311,7 @@ class Engine:
             last_usage=self.metrics.last_usage,
             scope=place.scope,
             limits=self.limits,
+            place=place,
         )
 
     # -- /new and /forget (`ConversationControl`), draining ---------------------

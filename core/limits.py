@@ -23,6 +23,7 @@ the difference back as soon as the answer ends.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import uuid
@@ -33,23 +34,45 @@ from datetime import datetime, timedelta, tzinfo
 from chatbridge.core.clock import Clock
 from chatbridge.core.ledger import NANO, Account, Hold, Limits, Settlement, Snapshot, Verdict
 from chatbridge.core.models import Usage
+from chatbridge.core.places import PlaceSettings
 from chatbridge.core.ports import Prompt, StreamEvent, UsageReport
 from chatbridge.core.store.base import Store
 from chatbridge.core.texts import say
 
 __all__ = [
     "DEFAULT_HOLD_TTL",
+    "POOL_PREFIX",
     "LimitGate",
     "LimitPolicy",
     "Meter",
     "Price",
     "ProviderTerms",
     "Remainder",
+    "pool_of",
     "prompt_tokens_bound",
 ]
 
+POOL_PREFIX = "scope:"
+"""A pool's ledger account: `scope:` + the ID of the scope that set `limits`."""
+_LIMIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Limits))
+
 DEFAULT_HOLD_TTL = 300.0
 """Seconds a reservation counts when nobody settles it (its process died)."""
+
+
+def pool_of(place: PlaceSettings) -> Account | None:
+    """The shared pool in force in `place`, or None.
+
+    The pool belongs to the scope that set `limits` (its source), not to the
+    most specific scope matched: a channel inheriting its server's `limits`
+    draws on the server's one pool, `scope:discord:guild:ID`, with every other
+    channel there. A channel setting its own `limits` has its own pool.
+    """
+    values = place.values.get("limits")
+    if not isinstance(values, Mapping):
+        return None
+    limits = Limits(**{k: v for k, v in values.items() if k in _LIMIT_FIELDS})
+    return Account(f"{POOL_PREFIX}{place.sources['limits']}", limits)
 
 
 def prompt_tokens_bound(prompt: Prompt) -> int:
@@ -170,11 +193,19 @@ class LimitGate:
         self._clock = clock
         self._tz = timezone
 
-    def accounts(self, person: str, user_id: str, *, admin: bool) -> tuple[Account, ...]:
-        """The person's account (with no limits when exempt); a pool comes later."""
+    def accounts(
+        self, person: str, user_id: str, *, admin: bool, place: PlaceSettings | None = None
+    ) -> tuple[Account, ...]:
+        """The person's account and, where the place's scope sets `limits`, its
+        pool (see `pool_of`). An exempt admin is held by neither, but both
+        still count the admin's use."""
         exempt = admin and self.policy.admins_exempt
         limits = Limits() if exempt else self.policy.limits_of(person, user_id)
-        return (Account(f"person:{person}", limits),)
+        own = Account(f"person:{person}", limits)
+        pool = pool_of(place) if place is not None else None
+        if pool is None:
+            return (own,)
+        return (own, Account(pool.key, Limits()) if exempt else pool)
 
     def periods(self, now: float) -> tuple[str, str]:
         day = datetime.fromtimestamp(now, self._tz).date()
@@ -238,7 +269,7 @@ class LimitGate:
 
     def refusal(self, verdict: Verdict, *, language: str, accounts: tuple[Account, ...]) -> str:
         """The one sentence for a refusing verdict, naming the limit and its reset."""
-        pool = verdict.account.startswith("scope:")
+        pool = verdict.account.startswith(POOL_PREFIX)
         whose = "pool" if pool else "own"
         if verdict.kind == "messages_per_minute":
             account = next(a for a in accounts if a.key == verdict.account)

@@ -1,7 +1,7 @@
 """`chatbridge usage`: tokens, requests, refusals, cost and what is left, from the store.
 
 It reads the ledger (`core.ledger`) and the `bot` (time zone), `memory`,
-`identities`, `access` and `limits` sections only (`USAGE_SECTIONS`), so like
+`identities`, `access`, `limits` and `scopes` sections only (`USAGE_SECTIONS`), so like
 the memory commands it needs no platform or provider secret. Costs are what
 the ledger settled at each provider's prices when the request was answered;
 `cost_usd` is null for an account that used tokens but has no cost recorded
@@ -28,7 +28,7 @@ from chatbridge.core.store.base import Store
 
 __all__ = ["CSV_HEADER", "USAGE_SECTIONS", "UsageLine", "render", "usage_lines"]
 
-USAGE_SECTIONS = ("bot", "memory", "identities", "access", "limits")
+USAGE_SECTIONS = ("bot", "memory", "identities", "access", "limits", "scopes")
 CSV_HEADER = ("kind", "id", "tokens_in", "tokens_out", "requests", "refused", "cost_usd")
 PERSON, SCOPE = "person:", "scope:"
 
@@ -82,7 +82,7 @@ async def usage_lines(
     lines = []
     for account in sorted(totals, key=lambda k: (not k.startswith(PERSON), k)):
         kind, _, ident = account.partition(":")
-        limits = _limits_of(kind, ident, policy, access)
+        limits = _limits_of(kind, ident, policy, access, config)
         probe = Hold("", (Account(account, limits),), 0, 0, today, today[:7], now, now)
         snap = (await store.ledger_snapshots(probe))[account]
         left: dict[str, float] = {}
@@ -103,9 +103,13 @@ async def usage_lines(
     return lines
 
 
-def _limits_of(kind: str, ident: str, policy: LimitPolicy, access: AccessPolicy) -> Limits:
-    if kind != "person":
-        return Limits()  # scope pools: not configurable yet
+def _limits_of(
+    kind: str, ident: str, policy: LimitPolicy, access: AccessPolicy, config: ChatbridgeConfig
+) -> Limits:
+    if kind != "person":  # a pool: the `limits` of the scope it is named after, if still set
+        scope = config.scopes.get(ident)
+        pool = scope.limits if scope is not None else None
+        return Limits() if pool is None else Limits(**pool.model_dump())
     if policy.admins_exempt and access.is_admin_id(ident):
         return Limits()
     return policy.limits_of(ident, ident)

@@ -75,3 +75,73 @@ def test_usd_limits_need_prices_on_every_provider(tmp_path: Path) -> None:
         "providers.backup has none",
         "FILE:12: limits.people.carol: no identity named 'carol'",
     ]
+
+
+def test_a_scope_pool_is_one_set_of_limit_keys(tmp_path: Path) -> None:
+    cfg = load_ok(
+        tmp_path,
+        """
+        scopes:
+          "telegram:-100123":
+            limits: {tokens_per_day: 500000, messages_per_minute: 20}
+          discord:guild:42:
+            language: en
+        """,
+    )
+    pool = cfg.scopes["telegram:-100123"].limits
+    assert pool is not None
+    assert (pool.tokens_per_day, pool.messages_per_minute, pool.usd_per_day) == (500000, 20, None)
+    assert cfg.scopes["discord:guild:42"].limits is None
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          main: {type: debug}
+        scopes:
+          telegram:
+            language: en
+          "telegram:-100123":
+            limits:
+              tokens_per_dya: 5
+              usd_per_day: 1
+        """,
+    )
+    assert render(error) == [
+        "FILE:9: scopes.telegram:-100123.limits.tokens_per_dya: unknown key; "
+        "did you mean 'tokens_per_day'?",
+    ]
+    error = load_error(
+        tmp_path,
+        """
+        providers:
+          main: {type: debug}
+        scopes:
+          "telegram:-100123":
+            limits: {usd_per_day: 1}
+        """,
+    )
+    assert render(error) == [
+        "FILE:6: scopes.telegram:-100123.limits.usd_per_day: needs prices on every provider; "
+        "providers.main has none",
+    ]
+
+
+def test_usage_reads_scope_pools_without_the_providers_section(tmp_path: Path) -> None:
+    """`chatbridge usage` loads only its sections: a scope's `provider` and
+    `model` cannot be checked there, and must not fail the load."""
+    from chatbridge.config import load_config
+    from chatbridge.core.app.usage import USAGE_SECTIONS
+
+    path = tmp_path / "chatbridge.yaml"
+    path.write_text(
+        "providers:\n  main:\n    type: openai\n    model: m\n    api_key: ${MISSING_KEY}\n"
+        "scopes:\n  telegram:\n    provider: main\n    model: m2\n"
+        "    limits: {tokens_per_day: 9}\n"
+    )
+    cfg = load_config(path, {}, only=USAGE_SECTIONS)
+    pool = cfg.scopes["telegram"].limits
+    assert pool is not None
+    assert pool.tokens_per_day == 9
+    text = path.read_text().replace("${MISSING_KEY}", "sk-x")
+    error = load_error(tmp_path, text.replace("provider: main", "provider: mian"))
+    assert [issue.path for issue in error.issues] == ["scopes.telegram.provider"]

@@ -59,6 +59,7 @@ def test_a_scoped_group_shows_each_setting_with_its_source(
         "session_max_turns: 40 (engine.session_max_turns)",
         "inject_entries: 5 (memory.inject_entries)",
         "require_mention: true (built-in default)",
+        "limits: none (built-in default)",
     ]
     assert [line.split(":")[0] for line in lines] == list(ScopeSettings.model_fields)
 

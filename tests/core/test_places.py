@@ -7,12 +7,13 @@ root would build them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
-from chatbridge.core.places import ScopeResolver, SessionModels, chain_of
+from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Turn
+from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels, chain_of
 from chatbridge.core.store import SqliteStore
 from chatbridge.core.store._codec import message_from_json, message_to_json
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
@@ -223,3 +224,70 @@ async def test_a_reload_that_changes_the_model_starts_a_new_session(tmp_path: Pa
     assert new.messages[0].content.startswith("<conversation_history>")
     assert "zwei" in new.messages[0].content
     await engine.store.aclose()
+
+
+async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(tmp_path: Path) -> None:
+    """Issue 21: two users in a pooled group draw on one pool and are refused
+    together once it is spent; a user in another chat and the same user's DM
+    are not held by it. A channel inheriting its server's `limits` shares the
+    server's pool. Real SQLite ledger."""
+    from chatbridge.core.limits import Admitted, LimitGate, LimitPolicy, Meter, ProviderTerms
+    from chatbridge.core.ports import Prompt
+
+    places, _, _ = resolver(
+        {
+            "telegram:-100": {"limits": {"tokens_per_day": 700}},
+            "discord:guild:1": {"limits": {"tokens_per_day": 50}},
+        }
+    )
+    store = SqliteStore(tmp_path / "bot.db", max_entries=20)
+    await store.open()
+    gate = LimitGate(
+        LimitPolicy(terms={"main": ProviderTerms(max_tokens=200)}),
+        store=store,
+        clock=ManualClock(),
+        timezone=None,
+    )
+    prompt = Prompt(system="", messages=(Turn("user", "x" * 76),))  # worst case 300 tokens
+    group, other, dm = (
+        places.resolve(GROUP),
+        places.resolve(("telegram:-200", "telegram")),
+        places.resolve(("telegram:1", "telegram")),
+    )
+
+    async def ask(user: str, place: PlaceSettings) -> str:
+        accounts = gate.accounts(f"telegram:{user}", f"telegram:{user}", admin=False, place=place)
+        admitted = await gate.admit(prompt, accounts=accounts)
+        if not isinstance(admitted, Admitted):
+            return gate.refusal(admitted, language="en", accounts=accounts)
+        await store.ledger_settle(gate.settlement(admitted, Meter(), completed=True))
+        return "answered"
+
+    assert await ask("1", group) == "answered"
+    assert await ask("2", group) == "answered"  # 600 of 700 spent, by two people
+    refusal = "Sorry, that would go past this chat's shared daily token limit"
+    assert (await ask("1", group)).startswith(refusal)
+    assert (await ask("2", group)).startswith(refusal)
+    assert await ask("3", other) == "answered"
+    assert await ask("1", dm) == "answered"
+    assert await ask("1", dm) == "answered"
+    rows = {row.account: row.tally for row in await store.ledger_rows(since_day="2000-01-01")}
+    assert rows["scope:telegram:-100"].tokens == 600
+    assert rows["scope:telegram:-100"].refused == 2
+    assert rows["person:telegram:1"].tokens == 900  # the group and the DM, unlimited alone
+    assert not any(key.startswith("scope:telegram:-200") for key in rows)
+    # A channel in a server with a pool draws on the server's, keyed by the server.
+    channel = places.resolve(THREAD)
+    pool = gate.accounts("discord:7", "discord:7", admin=False, place=channel)[1]
+    assert (pool.key, pool.limits.tokens_per_day) == ("scope:discord:guild:1", 50)
+    assert (await ask("4", channel)).startswith(refusal)
+    # With admins_exempt an admin passes the spent pool, and the pool still counts it.
+    gate.policy = replace(gate.policy, admins_exempt=True)
+    admin = gate.accounts("telegram:1", "telegram:1", admin=True, place=group)
+    admitted = await gate.admit(prompt, accounts=admin)
+    assert isinstance(admitted, Admitted)
+    await store.ledger_settle(gate.settlement(admitted, Meter(), completed=True))
+    rows = {row.account: row.tally for row in await store.ledger_rows(since_day="2000-01-01")}
+    assert rows["scope:telegram:-100"].tokens == 900
+    assert (await ask("2", group)).startswith(refusal)
+    await store.aclose()

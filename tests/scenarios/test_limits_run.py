@@ -262,3 +262,56 @@ async def test_sighup_applies_new_limits_to_the_next_message_and_keeps_what_was_
     assert "limit" not in answered
     assert refused.startswith("Sorry, that would go past your daily token limit")
     assert len(openai.requests) == 2
+
+
+async def test_a_group_scope_pool_is_shared_by_everyone_there_and_nobody_else(
+    tmp_path: Path,
+) -> None:
+    """A pool in one Telegram group: Alice's answer spends it, Bob (an admin,
+    but admins_exempt is off) is refused with no model request; a user in another
+    group and Alice's DM are not held by it; /status in the group shows what
+    is left of the pool and `chatbridge usage` lists it under scopes."""
+    pooled, other = GROUPS[0], GROUPS[1]
+    carol = 31313131
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+        openai.script(Reply(usage=(700, 300)))
+        config = _config(
+            telegram, openai, free_port(), limits="  admins_exempt: false", max_tokens=900
+        )
+        config += f'scopes:\n  "telegram:{pooled}":\n    limits: {{tokens_per_day: 1500}}\n'
+        (tmp_path / "chatbridge.yaml").write_text(config)
+        async with chatbridge_run(tmp_path, _env(telegram)) as ran:
+            group = {"chat_type": "supergroup"}
+            full = _left_today(await _say(telegram, pooled, ALICE, "/status", **group))
+            first = await _say(telegram, pooled, ALICE, "@bridge_bot hello", **group)
+            left = _left_today(await _say(telegram, pooled, ALICE, "/status", **group))
+            requests = len(openai.requests)
+            refused = await _say(telegram, pooled, BOB, "@bridge_bot and me?", **group)
+            after = len(openai.requests)
+            elsewhere = await _say(telegram, other, carol, "@bridge_bot hi there", **group)
+            private = await _say(telegram, ALICE, ALICE, "hello in private")
+            private_status = await _say(telegram, ALICE, ALICE, "/status")
+        assert ran.code == 0, ran.stderr
+        usage = await run_cli("usage", "--format", "json", cwd=tmp_path)
+    assert usage.code == 0, usage.stderr
+    assert (full, left) == (1500, 500)
+    assert "limit" not in first
+    assert requests == 1
+    assert refused == (
+        "Sorry, that would go past this chat's shared daily token limit, so I will not "
+        "answer it; it resets at midnight (Europe/Berlin)."
+    )
+    assert after == requests, "a refused message reached the model"
+    assert "limit" not in elsewhere
+    assert "limit" not in private
+    assert "left today" not in private_status  # Alice alone has no limits
+    assert len(openai.requests) == 3
+    (pool,) = json.loads(usage.stdout)["scopes"]
+    assert pool["id"] == f"telegram:{pooled}"
+    assert (pool["tokens_in"], pool["tokens_out"], pool["requests"], pool["refused"]) == (
+        700,
+        300,
+        1,
+        1,
+    )
+    assert pool["left"] == {"tokens_per_day": 500}
