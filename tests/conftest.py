@@ -52,3 +52,21 @@ async def testbot(tmp_path: Path) -> AsyncIterator[TestBots]:
     bots = TestBots(tmp_path)
     yield bots
     await bots.aclose()
+
+
+# Tests that start whole `chatbridge` processes (or a clone and a venv) cost
+# seconds each: they are `long`. CI and the default run include them;
+# `pytest -m "not long"` leaves them out while you work (README, Tests).
+_LONG_PLACES = (
+    "tests/scenarios/",
+    "tests/deploy/",
+    "tests/test_newcomer.py",
+    "tests/replicas/test_run_replicas.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = Path(str(item.path)).relative_to(REPO).as_posix()
+        if where.startswith(_LONG_PLACES):
+            item.add_marker(pytest.mark.long)
