@@ -45,6 +45,7 @@ from chatbridge.core.store.base import StoreError
 
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
+_NOTHING = Tally()
 
 _UPSERT_SESSION = """
 INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
@@ -195,11 +196,12 @@ class SqliteStore:
             e.scope,
         )
         settled = exchange.settlement
+        tally = _NOTHING if settled is None else settled.tally  # built once: used twice
         with self._txn() as db:
             if exchange.inbox_key:
                 _sqlite_inbox.done(db, exchange.inbox_key, time.time())
             if settled is not None:  # counted even for a forgotten user: it was used
-                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, settled.tally)
+                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see base.Store.forget.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
@@ -209,7 +211,7 @@ class SqliteStore:
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
         if settled is not None:
-            self._counted_add(settled.accounts, settled.day, settled.month, settled.tally)
+            self._counted_add(settled.accounts, settled.day, settled.month, tally)
             self._holds.release(settled)
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
