@@ -209,9 +209,9 @@ class Answerer:
         assert self._limits is not None
         conversation = entry.message.conversation
         language = place.settings.language
-        accounts = self._limits.accounts(
-            person, conversation.user_id, admin=self._access.is_admin(conversation), place=place
-        )
+        # Whether the sender is an admin matters only when admins are exempt.
+        admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
+        accounts = self._limits.accounts(person, conversation.user_id, admin=admin, place=place)
         admitted = await self._limits.admit(prompt, accounts=accounts)
         if isinstance(admitted, Admitted):
             return admitted

@@ -176,26 +176,29 @@ def decide(hold: Hold, snapshots: Mapping[str, Snapshot]) -> Verdict:
             if kind == "messages_per_minute":
                 notify = s.noticed_at is None or hold.now - s.noticed_at >= RATE_WINDOW
             return Verdict(False, account.key, kind, notify)
-    return Verdict(True)
+    return _ADMITTED
+
+
+_ADMITTED = Verdict(True)
+_ZERO = Tally()
 
 
 def _first_exceeded(hold: Hold, s: Snapshot, lim: Limits) -> str:
+    # Plain ifs in the limits' order: this runs for every message.
     if lim.messages_per_minute is not None and s.recent + 1 > lim.messages_per_minute:
         return "messages_per_minute"
-    checks = (
-        ("tokens_per_day", lim.tokens_per_day, s.day.tokens + s.held_day[0] + hold.tokens),
-        ("tokens_per_month", lim.tokens_per_month, s.month.tokens + s.held_month[0] + hold.tokens),
-    )
-    for kind, limit, total in checks:
-        if limit is not None and total > limit:
-            return kind
-    usd = (
-        ("usd_per_day", lim.usd_per_day, s.day.nano_usd + s.held_day[1] + hold.nano_usd),
-        ("usd_per_month", lim.usd_per_month, s.month.nano_usd + s.held_month[1] + hold.nano_usd),
-    )
-    for kind, dollars, nano in usd:
-        if dollars is not None and nano > round(dollars * NANO):
-            return kind
+    if lim.tokens_per_day is not None:
+        if s.day.tokens + s.held_day[0] + hold.tokens > lim.tokens_per_day:
+            return "tokens_per_day"
+    if lim.tokens_per_month is not None:
+        if s.month.tokens + s.held_month[0] + hold.tokens > lim.tokens_per_month:
+            return "tokens_per_month"
+    if lim.usd_per_day is not None:
+        if s.day.nano_usd + s.held_day[1] + hold.nano_usd > round(lim.usd_per_day * NANO):
+            return "usd_per_day"
+    if lim.usd_per_month is not None:
+        if s.month.nano_usd + s.held_month[1] + hold.nano_usd > round(lim.usd_per_month * NANO):
+            return "usd_per_month"
     return ""
 
 
@@ -225,21 +228,26 @@ class LedgerBook:
         """Decide and record `hold`. With `counted` (each account's settled day
         and month, kept elsewhere: SQLite's file) the book holds only holds,
         stamps and notices, and a refusal is for the caller to count."""
-        for account in hold.accounts:
-            self._prune(account.key, hold.now)
         snaps = {a.key: self.snapshot(a.key, hold, counted) for a in hold.accounts}
         verdict = decide(hold, snaps)
-        keys = [a.key for a in hold.accounts]
         if not verdict.ok:
             if counted is None:
+                keys = [a.key for a in hold.accounts]
                 self._add(keys, hold.day, hold.month, Tally(refused=1))
             if verdict.notify and verdict.kind == "messages_per_minute":
                 self.notices[verdict.account] = hold.now
             return verdict
         row = HoldRow(hold.day, hold.month, hold.tokens, hold.nano_usd, hold.expires_at)
-        for key in keys:
-            self.holds.setdefault(key, {})[hold.id] = row
-            self.stamps.setdefault(key, {})[hold.id] = hold.now
+        for account in hold.accounts:
+            key = account.key
+            holds = self.holds.get(key)
+            if holds is None:
+                holds = self.holds[key] = {}
+            holds[hold.id] = row
+            stamps = self.stamps.get(key)
+            if stamps is None:
+                stamps = self.stamps[key] = {}
+            stamps[hold.id] = hold.now
         return verdict
 
     def settle(self, s: Settlement) -> None:
@@ -249,32 +257,40 @@ class LedgerBook:
     def release(self, s: Settlement) -> None:
         """Drop the hold (and, unanswered, its stamp) without counting anything."""
         for key in s.accounts:
-            self.holds.get(key, {}).pop(s.id, None)
+            holds = self.holds.get(key)
+            if holds:
+                holds.pop(s.id, None)
             if not s.answered:
-                self.stamps.get(key, {}).pop(s.id, None)
+                stamps = self.stamps.get(key)
+                if stamps:
+                    stamps.pop(s.id, None)
 
     def snapshot(self, key: str, hold: Hold, counted: Counted | None = None) -> Snapshot:
-        counters = self.counters.get(key, {})
+        """What `decide` needs of `key` at `hold.now`; expired holds and stamps
+        outside the window are dropped first (`_prune`)."""
+        self._prune(key, hold.now)  # after it every hold and stamp left counts
         if counted is not None:
-            counters = {hold.day: counted[key][0], hold.month: counted[key][1]}
-        held_day, held_month = [0, 0], [0, 0]
-        for row in self.holds.get(key, {}).values():
-            if row.expires_at <= hold.now:
-                continue
-            if row.day == hold.day:
-                held_day[0] += row.tokens
-                held_day[1] += row.nano_usd
-            if row.month == hold.month:
-                held_month[0] += row.tokens
-                held_month[1] += row.nano_usd
-        self._prune(key, hold.now)  # after it every stamp left is within the window
-        recent = len(self.stamps.get(key, ()))
+            day, month = counted[key]
+        else:
+            counters = self.counters.get(key) or {}
+            day, month = counters.get(hold.day, _ZERO), counters.get(hold.month, _ZERO)
+        day_tokens = day_nano = month_tokens = month_nano = 0
+        holds = self.holds.get(key)
+        if holds:
+            for row in holds.values():
+                if row.day == hold.day:
+                    day_tokens += row.tokens
+                    day_nano += row.nano_usd
+                if row.month == hold.month:
+                    month_tokens += row.tokens
+                    month_nano += row.nano_usd
+        stamps = self.stamps.get(key)
         return Snapshot(
-            counters.get(hold.day, Tally()),
-            counters.get(hold.month, Tally()),
-            (held_day[0], held_day[1]),
-            (held_month[0], held_month[1]),
-            recent,
+            day,
+            month,
+            (day_tokens, day_nano),
+            (month_tokens, month_nano),
+            len(stamps) if stamps else 0,
             self.notices.get(key),
         )
 
@@ -289,14 +305,16 @@ class LedgerBook:
     def _prune(self, key: str, now: float) -> None:
         holds = self.holds.get(key)
         if holds:
-            for hid in [h for h, row in holds.items() if row.expires_at <= now]:
+            expired = [h for h, row in holds.items() if row.expires_at <= now]
+            for hid in expired:
                 del holds[hid]
         stamps = self.stamps.get(key)
         if stamps:
             # Stamps are added in time order (dicts keep it): drop from the front.
+            cutoff = now - RATE_WINDOW
             old = []
             for sid, at in stamps.items():
-                if at > now - RATE_WINDOW:
+                if at > cutoff:
                     break
                 old.append(sid)
             for sid in old:

@@ -56,6 +56,8 @@ POOL_PREFIX = "scope:"
 """A pool's ledger account: `scope:` + the ID of the scope that set `limits`."""
 _LIMIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Limits))
 
+_ACCOUNTS_KEPT = 10_000  # cached senders' accounts before the cache starts over
+
 DEFAULT_HOLD_TTL = 300.0
 """Seconds a reservation counts when nobody settles it (its process died)."""
 
@@ -109,6 +111,9 @@ class ProviderTerms:
     price: Price | None = None
 
 
+_NO_TERMS = ProviderTerms()
+
+
 @dataclass(frozen=True, slots=True)
 class LimitPolicy:
     """The `limits` section and the providers' terms, resolved once per config."""
@@ -126,7 +131,7 @@ class LimitPolicy:
 
     def worst(self, prompt_tokens: int) -> tuple[int, int]:
         """Tokens and nano-dollars the request may cost at most, whichever provider answers."""
-        terms = self.terms.values() or (ProviderTerms(),)
+        terms = self.terms.values() or (_NO_TERMS,)
         tokens = prompt_tokens + max(t.max_tokens for t in terms)
         priced = [t for t in terms if t.price is not None]
         if not priced:
@@ -192,6 +197,11 @@ class LimitGate:
         self._store = store
         self._clock = clock
         self._tz = timezone
+        # Per message otherwise: the sender's accounts (the policy is fixed for
+        # this gate's life; a reload builds a new gate) and the day and month
+        # of the current clock second (a period starts on a whole second).
+        self._accounts: dict[tuple[str, str, bool, str, object], tuple[Account, ...]] = {}
+        self._second: tuple[int, str, str] = (-1, "", "")
 
     def accounts(
         self, person: str, user_id: str, *, admin: bool, place: PlaceSettings | None = None
@@ -200,16 +210,33 @@ class LimitGate:
         pool (see `pool_of`). An exempt admin is held by neither, but both
         still count the admin's use."""
         exempt = admin and self.policy.admins_exempt
+        values = place.values.get("limits") if place is not None else None
+        source = place.sources.get("limits", "") if place is not None else ""
+        key = (person, user_id, exempt, source, values)
+        try:
+            return self._accounts[key]
+        except (KeyError, TypeError):  # TypeError: `values` not hashable
+            pass
         limits = Limits() if exempt else self.policy.limits_of(person, user_id)
         own = Account(f"person:{person}", limits)
         pool = pool_of(place) if place is not None else None
-        if pool is None:
-            return (own,)
-        return (own, Account(pool.key, Limits()) if exempt else pool)
+        found = (own,) if pool is None else (own, Account(pool.key, Limits()) if exempt else pool)
+        if len(self._accounts) > _ACCOUNTS_KEPT:
+            self._accounts.clear()
+        try:
+            self._accounts[key] = found
+        except TypeError:
+            pass
+        return found
 
     def periods(self, now: float) -> tuple[str, str]:
-        day = datetime.fromtimestamp(now, self._tz).date()
-        return day.isoformat(), day.isoformat()[:7]
+        second = int(now)
+        cached = self._second
+        if cached[0] == second:
+            return cached[1], cached[2]
+        day = datetime.fromtimestamp(now, self._tz).date().isoformat()
+        self._second = (second, day, day[:7])
+        return day, day[:7]
 
     async def admit(self, prompt: Prompt, *, accounts: tuple[Account, ...]) -> Admitted | Verdict:
         """Reserve the worst case of `prompt`; a refusing `Verdict` if it does not fit."""
@@ -225,9 +252,14 @@ class LimitGate:
     def settlement(self, admitted: Admitted, meter: Meter, *, completed: bool) -> Settlement:
         """What replaces the hold (see the module docstring for the rules)."""
         hold = admitted.hold
-        if meter.reports:
+        reports = meter.reports
+        if len(reports) == 1:  # the common case, without summing
+            name, usage = reports[0]
+            nano = self.policy.cost(name, usage)
+            tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+        elif reports:
             usage = meter.usage
-            nano = sum(self.policy.cost(name, u) for name, u in meter.reports)
+            nano = sum(self.policy.cost(name, u) for name, u in reports)
             tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
         elif completed:  # answered, but nothing reported: count the worst case
             tokens_in, tokens_out = admitted.prompt_tokens, hold.tokens - admitted.prompt_tokens

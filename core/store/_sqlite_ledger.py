@@ -67,10 +67,8 @@ def counted(db: sqlite3.Connection, hold: Hold) -> Counted:
 
 def add(db: sqlite3.Connection, keys: Iterable[str], day: str, month: str, t: Tally) -> None:
     """Add `t` to each account's `day` (its `month` is the sum of its days)."""
-    db.executemany(
-        _ADD,
-        [(key, day, t.tokens_in, t.tokens_out, t.requests, t.refused, t.nano_usd) for key in keys],
-    )
+    for key in keys:  # mostly one: the person (and a scope's pool)
+        db.execute(_ADD, (key, day, t.tokens_in, t.tokens_out, t.requests, t.refused, t.nano_usd))
 
 
 def rows(db: sqlite3.Connection, *, since_day: str) -> list[LedgerRow]:

@@ -6,11 +6,11 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbridge.core.ledger import (
+    Counted,
     Hold,
     LedgerBook,
     LedgerRow,
@@ -45,6 +45,7 @@ from chatbridge.core.store.base import StoreError
 
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
+_NOTHING = Tally()
 
 _UPSERT_SESSION = """
 INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
@@ -195,11 +196,12 @@ class SqliteStore:
             e.scope,
         )
         settled = exchange.settlement
+        tally = _NOTHING if settled is None else settled.tally  # built once: used twice
         with self._txn() as db:
             if exchange.inbox_key:
                 _sqlite_inbox.done(db, exchange.inbox_key, time.time())
             if settled is not None:  # counted even for a forgotten user: it was used
-                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, settled.tally)
+                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see base.Store.forget.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
@@ -209,7 +211,7 @@ class SqliteStore:
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
         if settled is not None:
-            self._counted_add(settled.accounts, settled.day, settled.month, settled.tally)
+            self._counted_add(settled.accounts, settled.day, settled.month, tally)
             self._holds.release(settled)
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
@@ -326,31 +328,33 @@ class SqliteStore:
         counted = self._ledger_read(lambda db: _sqlite_ledger.counted(db, hold))
         return {a.key: self._holds.snapshot(a.key, hold, counted) for a in hold.accounts}
 
-    def _counts(self, hold: Hold) -> dict[str, tuple[Tally, Tally]]:
+    def _counts(self, hold: Hold) -> Counted:
         """The accounts' settled day and month: from memory once read (this
         process writes every change of them, see `_counted_add`), else the file."""
-        cache = self._counted
-        missing = [
-            a for a in hold.accounts
-            if (a.key, hold.day) not in cache or (a.key, hold.month) not in cache
-        ]  # fmt: skip
-        if missing:
-            if len(cache) > _COUNTED_KEPT:
-                cache.clear()
-            probe = replace(hold, accounts=tuple(missing))
-            read = self._ledger_read(lambda db: _sqlite_ledger.counted(db, probe))
-            for key, (day, month) in read.items():
-                cache[(key, hold.day)], cache[(key, hold.month)] = day, month
-        return {
-            a.key: (cache[(a.key, hold.day)], cache[(a.key, hold.month)]) for a in hold.accounts
-        }
+        cache, day, month = self._counted, hold.day, hold.month
+        found: dict[str, tuple[Tally, Tally]] = {}
+        for a in hold.accounts:
+            settled_day, settled_month = cache.get((a.key, day)), cache.get((a.key, month))
+            if settled_day is None or settled_month is None:
+                break
+            found[a.key] = (settled_day, settled_month)
+        else:
+            return found
+        if len(cache) > _COUNTED_KEPT:
+            cache.clear()
+        read = self._ledger_read(lambda db: _sqlite_ledger.counted(db, hold))
+        for key, (settled_day, settled_month) in read.items():
+            cache[(key, day)], cache[(key, month)] = settled_day, settled_month
+        return read
 
     def _counted_add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
         """After a committed ledger write: what is cached follows it."""
+        cache = self._counted
         for key in keys:
             for period in (day, month):
-                if (key, period) in self._counted:
-                    self._counted[(key, period)] += tally
+                cached = cache.get((key, period))
+                if cached is not None:
+                    cache[(key, period)] = cached + tally
 
     def _ledger_read(self, read: Callable[[sqlite3.Connection], T]) -> T:
         try:

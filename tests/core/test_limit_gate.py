@@ -1,0 +1,39 @@
+"""The gate's per-message shortcuts give the answers they replace."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from chatbridge.core.ledger import Limits
+from chatbridge.core.limits import LimitGate, LimitPolicy
+from chatbridge.core.store import SqliteStore
+from tests.support.fakes import ManualClock
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def _gate(tmp_path: Path, policy: LimitPolicy) -> LimitGate:
+    store = SqliteStore(tmp_path / "bot.db", max_entries=20)
+    return LimitGate(policy, store=store, clock=ManualClock(), timezone=BERLIN)
+
+
+def test_the_day_changes_at_local_midnight_within_one_cached_second(tmp_path: Path) -> None:
+    gate = _gate(tmp_path, LimitPolicy())
+    midnight = datetime(2027, 1, 1, tzinfo=BERLIN).timestamp()
+    assert gate.periods(midnight - 1.0) == ("2026-12-31", "2026-12")
+    assert gate.periods(midnight - 0.001) == ("2026-12-31", "2026-12")  # cached second
+    assert gate.periods(midnight) == ("2027-01-01", "2027-01")
+    assert gate.periods(midnight + 0.5) == ("2027-01-01", "2027-01")
+
+
+def test_cached_accounts_follow_person_and_admin_exemption(tmp_path: Path) -> None:
+    small, own = Limits(tokens_per_day=10), Limits(tokens_per_day=99)
+    policy = LimitPolicy(default=small, people={"alice": own}, admins_exempt=True)
+    gate = _gate(tmp_path, policy)
+    for _ in range(2):  # the second round is answered from the cache
+        assert gate.accounts("bob", "telegram:2", admin=False)[0].limits == small
+        assert gate.accounts("alice", "telegram:1", admin=False)[0].limits == own
+        assert gate.accounts("alice", "telegram:1", admin=True)[0].limits == Limits()
+        assert gate.accounts("alice", "telegram:1", admin=False)[0].key == "person:alice"
