@@ -15,7 +15,16 @@ from tests.support import fake_slack_events as ev
 from tests.support.cli import free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
-from tests.support.media import OGG, b64, openai_images, openai_text, png, running
+from tests.support.media import (
+    IMAGES_REFUSED,
+    MEDIA,
+    OGG,
+    b64,
+    openai_images,
+    openai_text,
+    png,
+    running,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -53,8 +62,6 @@ media:
 """
 
 
-MEDIA = """  transcription: {provider: main, model: gpt-4o-mini-transcribe}
-  max_file_bytes: 50KB"""
 ENV = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
 
 
@@ -138,13 +145,7 @@ async def test_without_files_read_the_login_page_is_refused(tmp_path: Path) -> N
     assert "Sign in" not in openai_text(request)
 
 
-@pytest.mark.parametrize(
-    ("media", "vision", "sentence"),
-    [
-        ("  images: false", True, "Bilder sind hier ausgeschaltet"),
-        ("  images: true", False, "kann keine Bilder ansehen"),
-    ],
-)
+@pytest.mark.parametrize(("media", "vision", "sentence"), IMAGES_REFUSED)
 async def test_images_off_and_no_vision_answer_the_caption(
     tmp_path: Path, media: str, vision: bool, sentence: str
 ) -> None:

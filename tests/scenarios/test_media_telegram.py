@@ -14,7 +14,16 @@ import pytest
 from tests.support.cli import free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.media import OGG, b64, openai_images, openai_text, png, running
+from tests.support.media import (
+    IMAGES_REFUSED,
+    MEDIA,
+    OGG,
+    b64,
+    openai_images,
+    openai_text,
+    png,
+    running,
+)
 
 PHOTO, VOICE, TEXT, BIG, BROKEN = 101, 102, 103, 104, 105
 USERS = (PHOTO, VOICE, TEXT, BIG, BROKEN)
@@ -43,10 +52,6 @@ server:
 media:
 {media}
 """
-
-
-MEDIA = """  transcription: {provider: main, model: gpt-4o-mini-transcribe}
-  max_file_bytes: 50KB"""
 
 
 async def _answers(telegram: FakeTelegram, chat: int, count: int) -> list[str]:
@@ -130,13 +135,7 @@ async def test_photo_voice_and_files_reach_the_model(tmp_path: Path) -> None:
     assert openai_text(broken_request) == "Siehst du das?"
 
 
-@pytest.mark.parametrize(
-    ("media", "vision", "sentence"),
-    [
-        ("  images: false", True, "Bilder sind hier ausgeschaltet"),
-        ("  images: true", False, "kann keine Bilder ansehen"),
-    ],
-)
+@pytest.mark.parametrize(("media", "vision", "sentence"), IMAGES_REFUSED)
 async def test_images_off_and_no_vision_answer_the_caption(
     tmp_path: Path, media: str, vision: bool, sentence: str
 ) -> None:

@@ -26,6 +26,17 @@ def png(size: int = 2048, seed: int = 7) -> bytes:
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 OGG = b"OggS\x00\x02" + bytes(range(200))
 
+# The `media:` section every platform's media scenario runs with.
+MEDIA = """  transcription: {provider: main, model: gpt-4o-mini-transcribe}
+  max_file_bytes: 50KB"""
+
+# (media section, provider vision, the sentence the user hears): images off,
+# and a provider without vision; in both the caption is still answered.
+IMAGES_REFUSED = [
+    ("  images: false", True, "Bilder sind hier ausgeschaltet"),
+    ("  images: true", False, "kann keine Bilder ansehen"),
+]
+
 
 @dataclass
 class Child:
