@@ -10,14 +10,11 @@ machine without it. Our code is not patched.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import CHATBRIDGE, ChatSession, clean_env, free_port, run_cli
+from tests.support.cli import ChatSession, clean_env, free_port, run_cli, serve_until
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.run_config import write_run_config
@@ -102,20 +99,12 @@ async def test_a_telegram_only_bot_runs_without_the_other_sdks(tmp_path: Path) -
     async with FakeTelegram() as telegram:
         write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url, debug=True)
         env = clean_env({"TELEGRAM_BOT_TOKEN": telegram.token, **_hide(DISCORD, SLACK, REDIS)})
-        process = await asyncio.create_subprocess_exec(
-            *CHATBRIDGE, "run", cwd=tmp_path, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        try:
+
+        async def answered() -> None:
             telegram.push_text(ALICE, ALICE, "Hallo nur Telegram")
             await telegram.wait_for(lambda: bool(telegram.bot_texts(ALICE)), within=30)
-            process.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(process.communicate(), 30)
-        finally:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-    assert process.returncode == 0, err.decode()
+
+        code, err = await serve_until(tmp_path, env, answered)
+    assert code == 0, err
     (answer,) = telegram.bot_texts(ALICE)
     assert "Hallo nur Telegram" in answer

@@ -6,12 +6,9 @@ Each refusal is one line naming the setting to change, exit 2, and leaves no
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 from pathlib import Path
 
-from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
+from tests.support.cli import clean_env, free_port, run_cli, serve_until
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.run_config import write_run_config
@@ -45,21 +42,15 @@ async def test_without_a_real_provider_run_names_what_to_set(tmp_path: Path) -> 
 async def test_a_debug_provider_named_in_the_config_serves_on_purpose(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram:
         write_run_config(tmp_path, port=free_port(), telegram=telegram.base_url, debug=True)
-        process = await asyncio.create_subprocess_exec(
-            *CHATBRIDGE, "run", cwd=tmp_path, env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        try:
+
+        async def answered() -> None:
             telegram.push_text(ALICE, ALICE, "Hallo Debug")
             await telegram.wait_for(lambda: bool(telegram.bot_texts(ALICE)), within=30)
-            process.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(process.communicate(), 30)
-        finally:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-    assert process.returncode == 0, err.decode()
+
+        code, err = await serve_until(
+            tmp_path, clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}), answered
+        )
+    assert code == 0, err
     (answer,) = telegram.bot_texts(ALICE)
     assert "[system]" in answer
     assert "Hallo Debug" in answer

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,3 +116,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def serve_until(
+    cwd: Path, env: Mapping[str, str], answered: Callable[[], Awaitable[object]]
+) -> tuple[int, str]:
+    """`chatbridge run` in `cwd` until `answered()` returns, then SIGTERM;
+    returns its exit code and stderr (the child is killed if anything fails)."""
+    process = await asyncio.create_subprocess_exec(
+        *CHATBRIDGE, "run", cwd=cwd, env=dict(env),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        await answered()
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    assert process.returncode is not None  # communicate() waited for the exit
+    return process.returncode, err.decode()
