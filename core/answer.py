@@ -89,6 +89,7 @@ class Answerer:
         self._store = store
         self._clock = clock
         self._access = access
+        self._people = People(access, store)  # the sender as a person (links, identities)
         self._metrics = metrics
         self._session_models = session_models or SessionModels()
 
@@ -108,7 +109,7 @@ class Answerer:
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         settings, provider = place.settings, place.provider
-        person = await People(self._access, self._store).of(entry.message.conversation)
+        person = await self._people.of(entry.message.conversation)
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
@@ -345,7 +346,7 @@ class Answerer:
     ) -> list[MemoryEntry]:
         """The person's ring entries (every linked ID's) this conversation's
         audience may see, oldest first."""
-        ring = await People(self._access, self._store).ring(person, since=now - settings.max_age)
+        ring = await self._people.ring(person, since=now - settings.max_age)
         return visible_entries(ring, conversation)
 
     async def _stream(
