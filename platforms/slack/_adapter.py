@@ -11,6 +11,7 @@ a retried event is acked and dropped (bolt itself does not de-duplicate).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -259,6 +260,8 @@ class SlackPlatform:
             valid = False
         if not valid:
             return web.Response(status=401)
+        if not _event_shape_ok(text):
+            return web.Response(status=400)  # Slack's events carry a string type
         try:
             response = await self._app.async_dispatch(await to_bolt_request(request))
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
@@ -266,6 +269,20 @@ class SlackPlatform:
             log.warning("slack: refused an event body it could not read (%s)", one_line(exc))
             return web.Response(status=400)
         return await to_aiohttp_response(response)
+
+
+def _event_shape_ok(text: str) -> bool:
+    """False for an `event_callback` whose event is not an object with a string
+    `type`: bolt's matchers raise on it inside the dispatch, which would make
+    it a 500. Bodies that are not such JSON are left to bolt (400 above)."""
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        return True
+    if not isinstance(body, dict) or body.get("type") != "event_callback":
+        return True
+    event = body.get("event")
+    return isinstance(event, dict) and isinstance(event.get("type"), str)
 
 
 def _is_timestamp(value: str) -> bool:

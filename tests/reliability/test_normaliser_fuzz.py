@@ -546,6 +546,9 @@ def test_slack_events_unsigned_events_get_401(
 @settings(FUZZ, max_examples=min(EXAMPLES, 50))
 @given(body=slack_body, signed=st.booleans(), form=st.booleans())
 @example(body=b"[]", signed=False, form=False)  # the finding, whatever the draw
+@example(  # a later finding: an event type that is not a string
+    body=b'{"type":"event_callback","event":{"type":[]},"_":null}', signed=True, form=False
+)
 def test_slack_events_answer_any_body_without_a_500(
     loop: _Loop, slack_client: TestClient[Any, Any], body: bytes, signed: bool, form: bool
 ) -> None:
