@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from chatbridge.core.ports import FetchFailed, FileTooLarge
+from chatbridge.core.ports import ByteSink, FetchFailed, FileTooLarge
 
 if TYPE_CHECKING:
     import aiohttp
@@ -44,8 +44,10 @@ class Downloader:
         limit: int,
         headers: Mapping[str, str] | None = None,
         refuse_html: bool = False,
+        sink: ByteSink | None = None,
     ) -> bytearray:
-        """The body of `url`, at most `limit` bytes.
+        """The body of `url`, at most `limit` bytes; with `sink`, each chunk
+        goes there as it arrives and the result is empty (see `core.ports.ByteSink`).
 
         `refuse_html`: an HTML page is a refusal, not the file (Slack answers a
         download without `files:read` with its login page, often as 200).
@@ -65,6 +67,9 @@ class Downloader:
                 announced = response.content_length
                 if announced is not None and announced > limit:
                     raise FileTooLarge(f"{what}: Content-Length {announced} over {limit}")
+                if sink is not None:
+                    await _pour(response, announced, limit, what, sink)
+                    return bytearray()
                 return await _read(response, announced, limit, what)
         except (FileTooLarge, FetchFailed):
             raise
@@ -102,3 +107,22 @@ async def _read(
     if filled != announced:
         raise FetchFailed(f"{what}: {filled} of {announced} bytes arrived")
     return body
+
+
+async def _pour(
+    response: aiohttp.ClientResponse, announced: int | None, limit: int, what: str, sink: ByteSink
+) -> None:
+    """The body into `sink` chunk by chunk, with the same caps as `_read`."""
+    if announced is not None:
+        sink.expect(announced)
+    cap = limit if announced is None else announced
+    received = 0
+    async for chunk in response.content.iter_chunked(CHUNK):
+        received += len(chunk)
+        if received > cap:
+            if announced is None:
+                raise FileTooLarge(f"{what}: more than {limit} bytes arrived")
+            raise FetchFailed(f"{what}: more bytes than its Content-Length")
+        sink.write(chunk)
+    if announced is not None and received != announced:
+        raise FetchFailed(f"{what}: {received} of {announced} bytes arrived")

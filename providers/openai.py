@@ -280,7 +280,7 @@ class Splice:
     def body(self, request: dict[str, Any]) -> SplicedBody:
         text = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         pattern = re.compile(re.escape(self._tag.encode()) + rb"-(\d+)")
-        pieces: list[bytes] = []
+        pieces: list[bytes | bytearray] = []
         last = 0
         for match in pattern.finditer(text):
             part = self._parts[int(match.group(1))]
@@ -300,7 +300,7 @@ class SplicedBody:
 
     CHUNK = 256 * 1024
 
-    def __init__(self, pieces: list[bytes]) -> None:
+    def __init__(self, pieces: list[bytes | bytearray]) -> None:
         self._pieces = pieces
 
     def __len__(self) -> int:

@@ -31,6 +31,7 @@ from chatbridge.core.ports.delivery import (
     in_progress_phase,
 )
 from chatbridge.core.ports.media import (
+    ByteSink,
     FetchFailed,
     FileSource,
     FileTooLarge,
@@ -61,6 +62,7 @@ from chatbridge.core.ports.provider import (
 )
 
 __all__ = [
+    "ByteSink",
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
