@@ -23,6 +23,10 @@ __all__ = ["Downloader"]
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
+# aiohttp stops reading the socket once 2x this much waits unread (64 KiB by
+# default): a sink that encodes between reads would stall the sender at every
+# chunk. 1 MiB lets the transfer run on while the last chunk is encoded.
+READ_BUFFER = 1024 * 1024
 TIMEOUT = {"total": 120, "sock_connect": 15, "sock_read": 30}  # seconds
 
 
@@ -59,7 +63,9 @@ class Downloader:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(**TIMEOUT))
         what = f"{self._platform} file"
         try:
-            async with self._session.get(url, headers=headers, allow_redirects=True) as response:
+            async with self._session.get(
+                url, headers=headers, allow_redirects=True, read_bufsize=READ_BUFFER
+            ) as response:
                 if response.status != 200:
                     raise FetchFailed(f"{what}: HTTP {response.status}")
                 if refuse_html and response.content_type == "text/html":
@@ -117,7 +123,7 @@ async def _pour(
         sink.expect(announced)
     cap = limit if announced is None else announced
     received = 0
-    async for chunk in response.content.iter_chunked(CHUNK):
+    async for chunk in response.content.iter_any():  # as received: no re-chunking copies
         received += len(chunk)
         if received > cap:
             if announced is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ def test_chunked_encoding_equals_the_whole(data: bytes, cuts: list[int], announc
     if size is not None:
         sink.expect(size)
     edges = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise(edges):
         sink.write(data[start:end])
     assert sink.head == data[:16]
     assert sink.size == len(data)
