@@ -18,10 +18,10 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
-from chatbridge.core.ledger import Settlement
+from chatbridge.core.ledger import Account, Settlement
 from chatbridge.core.limits import Admitted, LimitGate, Meter
 from chatbridge.core.links import People, Person
-from chatbridge.core.media import MediaDesk, Prepared, accepted_media
+from chatbridge.core.media import MediaDesk, Prepared, accepted_media, images_to_fetch
 from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
     build_bridge,
@@ -110,6 +110,8 @@ class Answerer:
         now = self._clock.now()
         settings, provider = place.settings, place.provider
         person = await self._people.of(entry.message.conversation)
+        if await self._refused_before_download(entry, outbox, place, person.key):
+            return Outcome.REFUSED
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
@@ -201,8 +203,54 @@ class Answerer:
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
 
+    async def _refused_before_download(
+        self, entry: InboxEntry, outbox: Outbox, place: PlaceSettings, person: str
+    ) -> bool:
+        """A message whose images alone cannot fit a limit is refused before
+        any of them is downloaded (one read of the ledger; nothing reserved).
+
+        Its least possible request is the system prompt, the message's text
+        and its images at the provider's per-image reservation; the request
+        built after the downloads is at least that. When that is refused, the
+        refusal is made for good by `admit` (which counts it and says the one
+        sentence); if `admit` then fits after all (an answer ended meanwhile),
+        that reservation is released and the message goes on."""
+        if self._limits is None or entry.answer is not None:
+            return False
+        settings = place.settings
+        images = images_to_fetch(entry.message, settings.media, accepted_media(place.provider))
+        if not images:
+            return False
+        text = self._user_text(entry.message.text, settings)
+        least = Prompt(system=settings.system_prompt, messages=(Turn("user", text),))
+        accounts = self._accounts(entry, person, place)
+        verdict = await self._limits.could_admit(least, accounts=accounts, images=images)
+        if verdict.ok:
+            return False
+        admitted = await self._admit(entry, outbox, least, person, place, images=images)
+        if admitted is None:
+            return True
+        await self._settle(admitted, Meter(), completed=False)
+        return False
+
+    def _accounts(
+        self, entry: InboxEntry, person: str, place: PlaceSettings
+    ) -> tuple[Account, ...]:
+        assert self._limits is not None
+        conversation = entry.message.conversation
+        # Whether the sender is an admin matters only when admins are exempt.
+        admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
+        return self._limits.accounts(person, conversation.user_id, admin=admin, place=place)
+
     async def _admit(
-        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, place: PlaceSettings
+        self,
+        entry: InboxEntry,
+        outbox: Outbox,
+        prompt: Prompt,
+        person: str,
+        place: PlaceSettings,
+        *,
+        images: int | None = None,
     ) -> Admitted | None:
         """Reserve the request's worst case on the person's account and the
         place's pool; None (after at most one sentence; the caller closes the
@@ -210,10 +258,8 @@ class Answerer:
         assert self._limits is not None
         conversation = entry.message.conversation
         language = place.settings.language
-        # Whether the sender is an admin matters only when admins are exempt.
-        admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
-        accounts = self._limits.accounts(person, conversation.user_id, admin=admin, place=place)
-        admitted = await self._limits.admit(prompt, accounts=accounts)
+        accounts = self._accounts(entry, person, place)
+        admitted = await self._limits.admit(prompt, accounts=accounts, images=images)
         if isinstance(admitted, Admitted):
             return admitted
         log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
@@ -295,9 +341,7 @@ class Answerer:
         message = entry.message
         conversation = message.conversation
         settings = place.settings
-        text = neutralise(
-            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
-        )
+        text = self._user_text(said, settings)
 
         def bridge(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
             moment = now if at is None else at
@@ -340,6 +384,13 @@ class Answerer:
         ring_user = self._access.ring_user(conversation)
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
         return fresh, content, False
+
+    @staticmethod
+    def _user_text(said: str, settings: EngineSettings) -> str:
+        """The message's text as the user turn carries it: cleaned, cut, neutralised."""
+        return neutralise(
+            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
+        )
 
     async def _visible_ring(
         self, conversation: Conversation, now: float, settings: EngineSettings, person: Person

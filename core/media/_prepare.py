@@ -29,7 +29,7 @@ from chatbridge.core.ports import (
     Transcriber,
 )
 
-__all__ = ["TRANSCRIBE_MAX", "MediaDesk", "Prepared", "accepted_media"]
+__all__ = ["TRANSCRIBE_MAX", "MediaDesk", "Prepared", "accepted_media", "images_to_fetch"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,20 @@ def accepted_media(provider: Provider) -> frozenset[str]:
     An optional attribute `accepts` of a provider; none means text only."""
     accepts: object = getattr(provider, "accepts", frozenset())
     return frozenset(accepts) if isinstance(accepts, frozenset | set | tuple) else frozenset()
+
+
+def images_to_fetch(
+    message: IncomingMessage, settings: MediaSettings, accepts: frozenset[str]
+) -> int:
+    """How many of the message's images `MediaDesk.prepare` would download
+    and give the model (before any is fetched: what a limit checks first)."""
+    if not (settings.images and "image" in accepts):
+        return 0
+    return sum(
+        1
+        for a in message.attachments
+        if a.kind is AttachmentKind.IMAGE and a.size <= settings.max_file_bytes
+    )
 
 
 @dataclass(frozen=True, slots=True)
