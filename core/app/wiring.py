@@ -32,12 +32,13 @@ from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Pri
 from chatbridge.core.media import MediaSettings
 from chatbridge.core.ports import Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
+from chatbridge.core.ports.store import Store
 from chatbridge.core.scheduling import LocalScheduler
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store import Store, open_store
 from chatbridge.providers.base import Provider
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.providers.factory import build_chain, build_provider
+from chatbridge.stores import open_store
 
 __all__ = [
     "ProviderChoice",
@@ -212,8 +213,8 @@ def scheduler_for(
     expiring `engine.lease_ttl` s after its holder died."""
     if config.memory.backend != "redis":
         return LocalScheduler()
-    from chatbridge.core.store._redis_lease import replicated_scheduler
-    from chatbridge.core.store.redis_store import RedisStore
+    from chatbridge.stores.redis import RedisStore
+    from chatbridge.stores.redis._lease import replicated_scheduler
 
     assert isinstance(store, RedisStore)
     return replicated_scheduler(store, ttl=config.engine.lease_ttl, clock=clock)

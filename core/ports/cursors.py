@@ -3,7 +3,7 @@
 Discord replays nothing sent while no gateway session was live, so its
 adapter records, per channel, the newest message it handed to the inbox and
 reads what came after it on start and after a lost session (its catch-up).
-Every store implements this (`core.store.Store` includes it).
+Every store implements this (`core.ports.store.Store` includes it).
 """
 
 from __future__ import annotations

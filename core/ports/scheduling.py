@@ -73,7 +73,7 @@ class CancelNotices(Protocol):
 
 
 class PendingByConversation(Protocol):
-    """The part of the inbox a scheduler reads (see `core.store.base.Inbox`)."""
+    """The part of the inbox a scheduler reads (see `core.ports.store.Inbox`)."""
 
     async def inbox_pending(self) -> list[InboxEntry]: ...
 

@@ -40,8 +40,8 @@ from chatbridge.core.ports.scheduling import (
     Lease,
     PendingByConversation,
 )
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.scheduling._base import SchedulerBase
-from chatbridge.core.store.base import StoreError
 
 __all__ = ["SharedInboxScheduler"]
 

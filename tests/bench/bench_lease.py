@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
-from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
-from chatbridge.core.store._redis_lease import RedisLeases
+from chatbridge.stores import JsonStore, RedisStore, SqliteStore
+from chatbridge.stores.redis._lease import RedisLeases
 from tests.core.store.helpers import purge_redis
 from tests.support.redis_server import redis_url
 

@@ -49,7 +49,7 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import DEDUPE_WINDOW, JsonStore, RedisStore, SqliteStore
+from chatbridge.stores import DEDUPE_WINDOW, JsonStore, RedisStore, SqliteStore
 from tests.support.redis_server import redis_url
 
 REDIS_URL = redis_url()  # the bench run's own server, never a developer's

@@ -23,8 +23,8 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import FetchFailed, FileTooLarge, MediaRejected
-from chatbridge.core.store import SqliteStore
 from chatbridge.providers.base import Prompt
+from chatbridge.stores import SqliteStore
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.media import PDF, png
 

@@ -32,14 +32,14 @@ from chatbridge.core.models import (
 )
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
 from chatbridge.core.scheduling import SharedInboxScheduler
-from chatbridge.core.store import LeaseLost, RedisStore
-from chatbridge.core.store._redis_lease import (
+from chatbridge.core.texts import say
+from chatbridge.stores import LeaseLost, RedisStore
+from chatbridge.stores.redis._lease import (
     RedisLeases,
     fence_key,
     lease_key,
     replicated_scheduler,
 )
-from chatbridge.core.texts import say
 from tests.core.store.helpers import purge_redis
 from tests.support.fakes import RecordingOutbox
 from tests.support.redis_server import redis_unavailable, redis_url

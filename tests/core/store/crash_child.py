@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from chatbridge.core.store import open_store
+from chatbridge.stores import open_store
 from tests.core.store.helpers import exchange, inbox_entry
 
 USER = "telegram:42"

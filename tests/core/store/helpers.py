@@ -19,7 +19,7 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
+from chatbridge.stores import JsonStore, RedisStore, SqliteStore
 from tests.support.redis_server import redis_url
 
 BACKENDS = ("sqlite", "json", "redis")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import MemoryEntry
-from chatbridge.core.store import JsonStore, StoreError
+from chatbridge.stores import JsonStore, StoreError
 from tests.core.store.helpers import exchange, snapshot
 
 SEED = (

@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from chatbridge.core.models import Session, Turn, Usage
-from chatbridge.core.store import RedisStore, StoreCorrupt, StoreError, open_store
-from chatbridge.core.store._codec import user_hash
+from chatbridge.stores import RedisStore, StoreCorrupt, StoreError, open_store
+from chatbridge.stores._codec import user_hash
 from tests.core.store.helpers import exchange, purge_redis, redis_keys
 from tests.support.redis_server import redis_unavailable, redis_url
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.core.store import SqliteStore, StoreError, open_store
+from chatbridge.stores import SqliteStore, StoreError, open_store
 from tests.core.store.helpers import exchange, store_path
 
 

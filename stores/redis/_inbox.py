@@ -21,7 +21,8 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from chatbridge.core.models import Conversation, InboxEntry
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import DEDUPE_WINDOW
+from chatbridge.stores._codec import (
     answer_to_json,
     message_from_json,
     message_to_json,
@@ -29,8 +30,7 @@ from chatbridge.core.store._codec import (
     sent_to_json,
     undecodable,
 )
-from chatbridge.core.store._redis_conn import RedisConnection
-from chatbridge.core.store.base import DEDUPE_WINDOW
+from chatbridge.stores.redis._conn import RedisConnection
 
 
 class _Lua(NamedTuple):

@@ -40,8 +40,8 @@ from redis.exceptions import LockError
 from chatbridge.core.clock import Clock
 from chatbridge.core.ports.scheduling import Lease
 from chatbridge.core.scheduling import KeyedLocks, SharedInboxScheduler
-from chatbridge.core.store._redis_conn import RedisConnection
-from chatbridge.core.store._redis_inbox import RedisInbox
+from chatbridge.stores.redis._conn import RedisConnection
+from chatbridge.stores.redis._inbox import RedisInbox
 
 __all__ = [
     "RedisLeases",

@@ -32,8 +32,8 @@ from chatbridge.core.ledger import (
     Tally,
     Verdict,
 )
-from chatbridge.core.store._redis_cursors import RedisCursors
-from chatbridge.core.store._redis_inbox import _lua
+from chatbridge.stores.redis._cursors import RedisCursors
+from chatbridge.stores.redis._inbox import _lua
 
 __all__ = ["LEDGER_TTL", "RedisLedger"]
 

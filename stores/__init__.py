@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chatbridge.core.store.base import (
+from chatbridge.core.ports.store import (
     DEDUPE_WINDOW,
     Inbox,
     LeaseLost,
@@ -21,9 +21,9 @@ from chatbridge.core.store.base import (
 )
 
 if TYPE_CHECKING:
-    from chatbridge.core.store.json_file import JsonStore
-    from chatbridge.core.store.redis_store import RedisStore
-    from chatbridge.core.store.sqlite import SqliteStore
+    from chatbridge.stores.json import JsonStore
+    from chatbridge.stores.redis import RedisStore
+    from chatbridge.stores.sqlite import SqliteStore
 
 __all__ = [
     "DEDUPE_WINDOW",
@@ -39,14 +39,14 @@ __all__ = [
 ]
 
 _BACKENDS = {
-    "SqliteStore": "chatbridge.core.store.sqlite",
-    "JsonStore": "chatbridge.core.store.json_file",
-    "RedisStore": "chatbridge.core.store.redis_store",
+    "SqliteStore": "chatbridge.stores.sqlite",
+    "JsonStore": "chatbridge.stores.json",
+    "RedisStore": "chatbridge.stores.redis",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """`from chatbridge.core.store import RedisStore` imports the backend only then."""
+    """`from chatbridge.stores import RedisStore` imports the backend only then."""
     module = _BACKENDS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -60,15 +60,15 @@ async def open_store(*, backend: str, path: Path, url: str, max_entries: int) ->
     """
     store: SqliteStore | JsonStore | RedisStore
     if backend == "sqlite":
-        from chatbridge.core.store.sqlite import SqliteStore
+        from chatbridge.stores.sqlite import SqliteStore
 
         store = SqliteStore(path, max_entries=max_entries)
     elif backend == "json":
-        from chatbridge.core.store.json_file import JsonStore
+        from chatbridge.stores.json import JsonStore
 
         store = JsonStore(path, max_entries=max_entries)
     elif backend == "redis":
-        from chatbridge.core.store.redis_store import RedisStore
+        from chatbridge.stores.redis import RedisStore
 
         store = RedisStore(url, max_entries=max_entries)
     else:

@@ -1,6 +1,6 @@
 """The Redis store's plumbing: connection, errors, type checks and batched reads.
 
-`RedisConnection` is the base of `RedisStore` (via `_redis_inbox.RedisInbox`);
+`RedisConnection` is the base of `RedisStore` (via `_inbox.RedisInbox`);
 see `redis_store` for the key layout and the guarantees.
 """
 
@@ -18,7 +18,7 @@ from redis.exceptions import AuthenticationError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from chatbridge.core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
 from chatbridge.core.urls import mask_url, url_secrets
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ asked from both keys, then reads the most recent ones.
 from __future__ import annotations
 
 from chatbridge.core.models import ChannelCursor
-from chatbridge.core.store._redis_inbox import RedisInbox, _lua
+from chatbridge.stores.redis._inbox import RedisInbox, _lua
 
 # KEYS: ids, times.  ARGV: channel, last_id, at, ttl_ms.
 _ADVANCE = _lua("""

@@ -22,8 +22,8 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
 from chatbridge.core.links import CODE_TTL, LinkBook
-from chatbridge.core.store._redis_conn import BACKOFF, MAX_ATTEMPTS
-from chatbridge.core.store._redis_ledger import RedisLedger
+from chatbridge.stores.redis._conn import BACKOFF, MAX_ATTEMPTS
+from chatbridge.stores.redis._ledger import RedisLedger
 
 __all__ = ["RedisLinks"]
 

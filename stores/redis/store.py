@@ -31,10 +31,10 @@ session keys may contain ':' (``telegram:579304651``,
                                     a redelivery meanwhile
     P inbox-seq              STRING the counter that numbers entries (seq)
     P lease:{conversation}   STRING the replica holding the conversation's turn
-    P fence:{conversation}   STRING its fencing counter (`_redis_lease`)
+    P fence:{conversation}   STRING its fencing counter (`_lease`)
     P cursor-ids:{platform}  HASH   channel -> newest handled message ID, and
     P cursor-times:{platform} ZSET  channel by the time of its last traffic
-                                    (`_redis_cursors`; both expire after `ttl`)
+                                    (`_cursors`; both expire after `ttl`)
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
@@ -54,7 +54,7 @@ touch (and that the usage counters are integers) in one round trip, and runs
 MULTI/EXEC only if all are absent or as above; otherwise it raises
 `StoreCorrupt` naming the key and writes nothing. The inbox calls that read
 before they write (add, progress, done) are each one Lua script instead, which
-does the same checks first (`_redis_inbox`). Writes do not WATCH: our own
+does the same checks first (`_inbox`). Writes do not WATCH: our own
 clients only ever create the types above, and optimistic locking starves
 under concurrent commits for one user (every EXEC but one aborts). The one
 exception is a commit with a fence (`Exchange.fence`, from a lease): it
@@ -114,7 +114,8 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
 from chatbridge.core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import LeaseLost
+from chatbridge.stores._codec import (
     entry_from_json,
     entry_to_json,
     forgotten_since,
@@ -123,10 +124,9 @@ from chatbridge.core.store._codec import (
     undecodable,
     user_hash,
 )
-from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
-from chatbridge.core.store._redis_lease import fence_key
-from chatbridge.core.store._redis_links import RedisLinks
-from chatbridge.core.store.base import LeaseLost
+from chatbridge.stores.redis._conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
+from chatbridge.stores.redis._lease import fence_key
+from chatbridge.stores.redis._links import RedisLinks
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
