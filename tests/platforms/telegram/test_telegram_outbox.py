@@ -11,7 +11,7 @@ from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms._runtime import ChatGate
 from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
 from chatbridge.platforms.telegram import TelegramOutbox, message_ref
-from tests.platforms.conftest import Launch, StandInEngine
+from tests.platforms.telegram.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 
 CHAT = 100
