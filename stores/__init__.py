@@ -1,77 +1,31 @@
-"""Persistence for sessions, memory rings, usage and the inbox; see `base.Store`.
+"""The store backends, one package each, of one shape (the contract is
+`chatbridge.core.ports.store.Store`); only the composition root imports them.
 
-The backends are imported on first use (`open_store`, or the names
-`SqliteStore`, `JsonStore`, `RedisStore` from this package), so a bot on
-SQLite never loads the redis client library.
+Each backend package (`sqlite`, `redis`, `json`) exposes
+`open_store(settings) -> Store`, and is imported here only when named, so a
+bot on SQLite never loads the redis client library. What backends share is
+the codec of stored values (`_codec`) and `_base.StoreBase` (`async with`).
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from chatbridge.core.ports.store import (
-    DEDUPE_WINDOW,
-    Inbox,
-    LeaseLost,
-    Store,
-    StoreCorrupt,
-    StoreError,
-)
+from chatbridge.core.ports.store import Store, StoreError, StoreSettings
 
-if TYPE_CHECKING:
-    from chatbridge.stores.json import JsonStore
-    from chatbridge.stores.redis import RedisStore
-    from chatbridge.stores.sqlite import SqliteStore
+__all__ = ["BACKENDS", "open_store"]
 
-__all__ = [
-    "DEDUPE_WINDOW",
-    "Inbox",
-    "JsonStore",
-    "LeaseLost",
-    "RedisStore",
-    "SqliteStore",
-    "Store",
-    "StoreCorrupt",
-    "StoreError",
-    "open_store",
-]
-
-_BACKENDS = {
-    "SqliteStore": "chatbridge.stores.sqlite",
-    "JsonStore": "chatbridge.stores.json",
-    "RedisStore": "chatbridge.stores.redis",
+BACKENDS: dict[str, str] = {
+    "sqlite": "chatbridge.stores.sqlite",
+    "json": "chatbridge.stores.json",
+    "redis": "chatbridge.stores.redis",
 }
 
 
-def __getattr__(name: str) -> Any:
-    """`from chatbridge.stores import RedisStore` imports the backend only then."""
-    module = _BACKENDS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-async def open_store(*, backend: str, path: Path, url: str, max_entries: int) -> Store:
-    """Build and open the configured backend; raises `StoreError` if it cannot be used.
-
-    `path` is used by "sqlite" and "json", `url` only by "redis".
-    """
-    store: SqliteStore | JsonStore | RedisStore
-    if backend == "sqlite":
-        from chatbridge.stores.sqlite import SqliteStore
-
-        store = SqliteStore(path, max_entries=max_entries)
-    elif backend == "json":
-        from chatbridge.stores.json import JsonStore
-
-        store = JsonStore(path, max_entries=max_entries)
-    elif backend == "redis":
-        from chatbridge.stores.redis import RedisStore
-
-        store = RedisStore(url, max_entries=max_entries)
-    else:
-        raise StoreError(f"unknown store backend {backend!r}; use sqlite, json or redis")
-    await store.open()
+async def open_store(settings: StoreSettings) -> Store:
+    """The configured backend, opened; raises `StoreError` if it cannot be used."""
+    name = BACKENDS.get(settings.backend)
+    if name is None:
+        raise StoreError(f"unknown store backend {settings.backend!r}; use sqlite, json or redis")
+    store: Store = await importlib.import_module(name).open_store(settings)
     return store

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.stores import StoreError
+from chatbridge.core.ports.store import StoreError
 from tests.core.store.helpers import Stores, store_path
 from tests.support.testbot import TestBots
 

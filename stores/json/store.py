@@ -23,6 +23,7 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreError
+from chatbridge.stores._base import StoreBase
 from chatbridge.stores._codec import (
     TOMBSTONE_KEEP,
     answer_to_json,
@@ -54,7 +55,7 @@ from chatbridge.stores.json._ledger import (
 T = TypeVar("T")
 
 
-class JsonStore:
+class JsonStore(StoreBase):
     """Everything in memory; every write rewrites whole files (O(total size) per commit).
 
     Meant for small installs and for migrating from the seed; use SQLite beyond

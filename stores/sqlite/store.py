@@ -31,6 +31,7 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.ports.store import StoreError
+from chatbridge.stores._base import StoreBase
 from chatbridge.stores._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
 from chatbridge.stores.sqlite import (
     _check,
@@ -88,7 +89,7 @@ INSERT INTO forgotten(user_hash, at) VALUES (?, ?)
 ON CONFLICT(user_hash) DO UPDATE SET at = max(at, excluded.at)"""
 
 
-class SqliteStore:
+class SqliteStore(StoreBase):
     """Sessions, rings and usage in one SQLite file (WAL mode).
 
     Durability: `synchronous=NORMAL` in WAL mode means a commit is in the OS

@@ -43,7 +43,7 @@ from chatbridge.platforms._pacing import RateBudget
 from chatbridge.platforms.discord import DiscordPlatform
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.openai import OpenAIProvider
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram

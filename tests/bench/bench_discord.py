@@ -31,7 +31,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.platforms.discord import DiscordPlatform
 from chatbridge.providers.openai import OpenAIProvider
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import Reply

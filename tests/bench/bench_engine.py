@@ -23,7 +23,7 @@ from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.platforms.base import PlatformLimits
 from chatbridge.providers.debug import DebugProvider
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 
 
 class NullOutbox:

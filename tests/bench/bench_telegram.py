@@ -57,7 +57,7 @@ from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.openai import OpenAIProvider
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply

@@ -30,7 +30,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.openai import OpenAIProvider
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply

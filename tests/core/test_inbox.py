@@ -18,7 +18,7 @@ from chatbridge.core.engine import Engine, EngineSettings, NotAccepting
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta
 from chatbridge.core.texts import say
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 

@@ -20,7 +20,7 @@ from chatbridge.core.metrics import OUTCOMES, Metrics
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.outcome import Outcome
 from chatbridge.core.texts import say
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 

@@ -10,7 +10,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.platforms.slack._filters import ts_order
-from chatbridge.stores import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 

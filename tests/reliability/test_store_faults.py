@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.stores import JsonStore, SqliteStore, StoreCorrupt, StoreError
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
+from chatbridge.stores.json import JsonStore
+from chatbridge.stores.sqlite import SqliteStore
 from chatbridge.stores.sqlite import _wal as _sqlite_wal
 from chatbridge.stores.sqlite._check import wal_problem
 from tests.core.store.helpers import exchange, opened, snapshot, store_path

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from chatbridge.stores import DEDUPE_WINDOW, StoreCorrupt, StoreError
+from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
 from chatbridge.stores.json import store as json_module
 from tests.core.store.helpers import (
     Stores,
@@ -215,7 +215,7 @@ async def test_json_state_written_before_the_inbox_still_opens(
 
 
 async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path) -> None:
-    from chatbridge.stores import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix, ttl=600)
@@ -255,7 +255,7 @@ async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path
 async def test_redis_foreign_inbox_keys_refuse_the_add(
     raw: aioredis.Redis, tmp_path: Path, name: str, kind: str
 ) -> None:
-    from chatbridge.stores import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     key = prefix + name
@@ -280,7 +280,7 @@ async def test_redis_foreign_inbox_keys_refuse_the_add(
 
 
 async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path: Path) -> None:
-    from chatbridge.stores import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
@@ -305,7 +305,7 @@ async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path:
 async def test_redis_works_after_the_script_cache_is_flushed(
     raw: aioredis.Redis, tmp_path: Path
 ) -> None:
-    from chatbridge.stores import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
@@ -337,9 +337,10 @@ def test_the_sqlite_backend_never_imports_redis(tmp_path: Path) -> None:
         "import asyncio, sys\n"
         "from pathlib import Path\n"
         "import chatbridge.stores as s\n"
+        "from chatbridge.core.ports.store import StoreSettings\n"
         "async def main():\n"
-        f"    st = await s.open_store(backend='sqlite', path=Path({str(tmp_path / 'a.db')!r}),"
-        " url='', max_entries=3)\n"
+        "    st = await s.open_store(StoreSettings(backend='sqlite',"
+        f" path=Path({str(tmp_path / 'a.db')!r}), url='', max_entries=3))\n"
         "    await st.aclose()\n"
         "asyncio.run(main())\n"
         "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')"

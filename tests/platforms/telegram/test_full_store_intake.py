@@ -17,9 +17,9 @@ import pytest
 
 from chatbridge.core.app.serve import _Readiness
 from chatbridge.core.engine import EngineSettings
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.telegram import TelegramPlatform
-from chatbridge.stores import StoreError
 from tests.core.store.helpers import inbox_entry
 from tests.platforms.telegram.conftest import telegram_config
 from tests.support.fake_telegram import FakeTelegram
