@@ -68,6 +68,7 @@ class SlackPlatform:
     """
 
     name = "slack"
+    routes: tuple[Route, ...] = ()  # HTTP mode: POST EVENTS_PATH
 
     def __init__(
         self,
@@ -110,7 +111,6 @@ class SlackPlatform:
         self._taken_here = TakenHere()  # answers to these need no look back
         self._socket: AsyncSocketModeHandler | None = None
         self._receiving = False
-        self.routes: tuple[Route, ...] = ()
         if self._app_token is None:
             if not secret:
                 raise ValueError("slack HTTP mode needs a signing_secret")

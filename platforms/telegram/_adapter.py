@@ -67,6 +67,7 @@ class TelegramPlatform:
     """
 
     name = "telegram"
+    routes: tuple[Route, ...] = ()  # webhook mode: POST WEBHOOK_PATH
 
     def __init__(
         self,
@@ -105,7 +106,6 @@ class TelegramPlatform:
         self._receiving = False
         self._started = False
         self._receiver: WebhookReceiver | None = None
-        self.routes: tuple[Route, ...] = ()
         if self._webhook:
             if not config.webhook_url:
                 raise ValueError("telegram webhook mode needs a webhook_url")
