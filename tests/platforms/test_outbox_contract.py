@@ -17,9 +17,9 @@ import pytest
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, Outbox, Platform, SentMessage
-from tests.platforms.conftest import StandInEngine, telegram_config
 from tests.platforms.discord.conftest import discord_config
 from tests.platforms.slack.conftest import slack_config
+from tests.platforms.telegram.conftest import StandInEngine, telegram_config
 from tests.support import fake_slack_events as slack_ids
 from tests.support.fake_discord import CHANNEL_ID, USER_ID, FakeDiscord, point_discord_at
 from tests.support.fake_slack import FakeSlack

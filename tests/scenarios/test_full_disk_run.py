@@ -4,7 +4,7 @@ Two ways to fill a disk without faking SQLite: a file-size limit on the
 child process (`RLIMIT_FSIZE`, needs no privileges: every write past it
 fails, as on a full disk) for the first start, and a small tmpfs for the
 running bot (mounting needs root; those tests are skipped elsewhere, the
-SQLITE_FULL path itself is covered in tests/platforms/test_full_store_intake.py).
+SQLITE_FULL path itself is covered in tests/platforms/telegram/test_full_store_intake.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ answered once the store takes writes again.
 
 The store is made full the way SQLite reports a full disk (`PRAGMA
 max_page_count` on the store's own connection; see
-tests/platforms/test_full_store_intake.py).
+tests/platforms/telegram/test_full_store_intake.py).
 """
 
 from __future__ import annotations

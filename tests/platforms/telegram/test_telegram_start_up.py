@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chatbridge.core.ports import PlatformStartFailed
-from tests.platforms.conftest import Launch
+from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 
 

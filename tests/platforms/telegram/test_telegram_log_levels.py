@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.app.logs import setup_logging
-from tests.platforms.conftest import Launch
+from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.testbot import ALICE, make_testbot
 

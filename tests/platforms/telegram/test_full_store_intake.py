@@ -21,7 +21,7 @@ from chatbridge.core.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.telegram import TelegramPlatform
 from tests.core.store.helpers import inbox_entry
-from tests.platforms.conftest import telegram_config
+from tests.platforms.telegram.conftest import telegram_config
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot

@@ -8,7 +8,7 @@ import pytest
 
 from chatbridge.core.models import ChatKind
 from chatbridge.platforms.telegram import TelegramPlatform
-from tests.platforms.conftest import Launch, StandInEngine, telegram_config
+from tests.platforms.telegram.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 
 GROUP = -1001234

@@ -11,7 +11,7 @@ import pytest
 from telegramify_markdown import utf16_len
 
 from chatbridge.core.models import MemoryEntry
-from tests.platforms.conftest import Launch
+from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot

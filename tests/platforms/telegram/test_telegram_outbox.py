@@ -10,7 +10,7 @@ from telegram import Bot
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
 from chatbridge.platforms.telegram import TelegramOutbox, sent_message, telegram_delivery
-from tests.platforms.conftest import Launch, StandInEngine
+from tests.platforms.telegram.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 
 CHAT = 100

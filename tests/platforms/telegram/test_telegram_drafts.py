@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from telegramify_markdown import utf16_len
 
-from tests.platforms.conftest import Launch
+from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, make_testbot

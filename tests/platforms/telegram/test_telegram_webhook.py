@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
-from tests.platforms.conftest import WEBHOOK_SECRET, StandInEngine, telegram_config
+from tests.platforms.telegram.conftest import WEBHOOK_SECRET, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 
 PUBLIC_URL = "https://bot.example/telegram/webhook"

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.platforms.conftest import Launch
+from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, make_testbot

@@ -12,7 +12,7 @@ from chatbridge.core.models import ChatKind, IncomingMessage
 from chatbridge.core.ports import PlatformStartFailed
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
-from tests.platforms.conftest import Launch, StandInEngine, telegram_config
+from tests.platforms.telegram.conftest import Launch, StandInEngine, telegram_config
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.testbot import ALICE, make_testbot
 
