@@ -342,7 +342,7 @@ def _d_message(reply: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any
 @STRUCTURED
 @given(data=_d_message(_d_message(st.none())), which=st.integers(0, 2),
        active=st.booleans(), per_mention=st.booleans())  # fmt: skip
-def test_discord_accept_never_raises(
+def test_discord_normalise_never_raises(
     discord_world: _DiscordWorld, data: dict[str, Any], which: int, active: bool,
     per_mention: bool,
 ) -> None:  # fmt: skip
