@@ -22,7 +22,9 @@ run in this process, so the child's memory is chatbridge's alone.
    The difference of the first two medians is what an image adds; the image
    also travels to the model (13.3 MB of JSON over loopback, received and
    parsed by the fake in this process), and that share, the fake's handler
-   time for a photo request less that for a text request, is taken off.
+   time for a photo request less that for a text request, is taken off. The
+   same comparison is also made round by round (paired), which load that
+   changes between rounds disturbs less.
 """
 
 from __future__ import annotations
@@ -224,6 +226,22 @@ async def main(rounds: int, mb: float) -> None:
         print(f"| floor: {what} | {statistics.median(s[i] for s in steps):.3f} |")
     print(f"| **floor: getFile + download + base64, one after the other** | "
           f"{statistics.median(sum(s) for s in steps):.3f} |")  # fmt: skip
+    # The same, round by round (each round's photo less its text, less the
+    # fake's share, beside that round's floor): load that changes between
+    # rounds moves both sides of one comparison alike.
+    added = [
+        (p - t) - (ps - ts)
+        for p, t, ps, ts in zip(image_times, text_times, image_server, text_server, strict=True)
+    ]
+    floors = [sum(s) for s in steps]
+    over = [a - f for a, f in zip(added, floors, strict=True)]
+    within = sum(o <= 0 for o in over)
+    print(f"| round by round: added by the image in `run`, median | "
+          f"{statistics.median(added):.3f} |")  # fmt: skip
+    print(f"| round by round: `run` minus the floor, median | "
+          f"{statistics.median(over):+.3f} |")  # fmt: skip
+    print(f"| rounds where the image added no more than that round's floor | "
+          f"{within} of {rounds} |")  # fmt: skip
 
 
 if __name__ == "__main__":
