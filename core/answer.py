@@ -15,13 +15,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from chatbridge.core.access import AccessPolicy
+from chatbridge.core.answer_limits import AnswerLimits
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
-from chatbridge.core.ledger import Account, Settlement
-from chatbridge.core.limits import Admitted, LimitGate, Meter
+from chatbridge.core.ledger import Settlement
+from chatbridge.core.limits import LimitGate, Meter
 from chatbridge.core.links import People, Person
-from chatbridge.core.media import MediaDesk, Prepared, accepted_media, images_to_fetch
+from chatbridge.core.media import MediaDesk, Prepared, accepted_media
 from chatbridge.core.media._texts import media_say
 from chatbridge.core.memory import (
     build_bridge,
@@ -84,7 +85,11 @@ class Answerer:
         """`media` decides about attachments and keeps images of live sessions
         (shared across reloads, so the engine owns it); `limits` admits and
         settles each model request (`core.limits`)."""
-        self._limits = limits
+        self._limits = (
+            AnswerLimits(limits, store=store, access=access, metrics=metrics)
+            if limits is not None
+            else None
+        )
         self._media = media if media is not None else MediaDesk()
         self._store = store
         self._clock = clock
@@ -110,8 +115,10 @@ class Answerer:
         now = self._clock.now()
         settings, provider = place.settings, place.provider
         person = await self._people.of(entry.message.conversation)
-        if await self._refused_before_download(entry, outbox, place, person.key):
-            return Outcome.REFUSED
+        if self._limits is not None and entry.answer is None and entry.message.attachments:
+            text = self._user_text(entry.message.text, settings)
+            if await self._limits.refused_before_download(entry, outbox, place, person.key, text):
+                return Outcome.REFUSED
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
@@ -137,7 +144,7 @@ class Answerer:
                     cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(entry, outbox, prompt, person.key, place)
+                    admitted = await self._limits.admit(entry, outbox, prompt, person.key, place)
                     if admitted is None:
                         return Outcome.REFUSED
                 try:
@@ -164,7 +171,8 @@ class Answerer:
             # Answered: the settlement rides in the exchange's commit (below).
             settlement = None
             if admitted is not None:
-                settlement = self._limits_settlement(admitted, meter, completed=completed)
+                assert self._limits is not None
+                settlement = self._limits.settlement(admitted, meter, completed=completed)
                 admitted = None
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
@@ -177,7 +185,8 @@ class Answerer:
         finally:
             await reply.aclose()
             if admitted is not None:  # refused by the platform, failed or cancelled
-                await asyncio.shield(self._settle(admitted, meter, completed=completed))
+                assert self._limits is not None
+                await asyncio.shield(self._limits.settle(admitted, meter, completed=completed))
         self._metrics.count_usage(conversation_key, usage, scope=place.metric_scope)
         self._session_models.remember(conversation_key, place.fingerprint)
         self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
@@ -202,88 +211,6 @@ class Answerer:
             await send_text(outbox, settings.say("not_stored"))
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
-
-    async def _refused_before_download(
-        self, entry: InboxEntry, outbox: Outbox, place: PlaceSettings, person: str
-    ) -> bool:
-        """A message whose images alone cannot fit a limit is refused before
-        any of them is downloaded (one read of the ledger; nothing reserved).
-
-        Its least possible request is the system prompt, the message's text
-        and its images at the provider's per-image reservation; the request
-        built after the downloads is at least that. When that is refused, the
-        refusal is made for good by `admit` (which counts it and says the one
-        sentence); if `admit` then fits after all (an answer ended meanwhile),
-        that reservation is released and the message goes on."""
-        if self._limits is None or entry.answer is not None:
-            return False
-        settings = place.settings
-        images = images_to_fetch(entry.message, settings.media, accepted_media(place.provider))
-        if not images:
-            return False
-        text = self._user_text(entry.message.text, settings)
-        least = Prompt(system=settings.system_prompt, messages=(Turn("user", text),))
-        accounts = self._accounts(entry, person, place)
-        verdict = await self._limits.could_admit(least, accounts=accounts, images=images)
-        if verdict.ok:
-            return False
-        admitted = await self._admit(entry, outbox, least, person, place, images=images)
-        if admitted is None:
-            return True
-        await self._settle(admitted, Meter(), completed=False)
-        return False
-
-    def _accounts(
-        self, entry: InboxEntry, person: str, place: PlaceSettings
-    ) -> tuple[Account, ...]:
-        assert self._limits is not None
-        conversation = entry.message.conversation
-        # Whether the sender is an admin matters only when admins are exempt.
-        admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
-        return self._limits.accounts(person, conversation.user_id, admin=admin, place=place)
-
-    async def _admit(
-        self,
-        entry: InboxEntry,
-        outbox: Outbox,
-        prompt: Prompt,
-        person: str,
-        place: PlaceSettings,
-        *,
-        images: int | None = None,
-    ) -> Admitted | None:
-        """Reserve the request's worst case on the person's account and the
-        place's pool; None (after at most one sentence; the caller closes the
-        entry, nothing is stored) when a limit refuses it."""
-        assert self._limits is not None
-        conversation = entry.message.conversation
-        language = place.settings.language
-        accounts = self._accounts(entry, person, place)
-        admitted = await self._limits.admit(prompt, accounts=accounts, images=images)
-        if isinstance(admitted, Admitted):
-            return admitted
-        log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
-        self._metrics.limit_refusals.labels(kind=admitted.kind).inc()
-        if admitted.notify:
-            sentence = self._limits.refusal(admitted, language=language, accounts=accounts)
-            await send_text(outbox, sentence)
-        return None
-
-    def _limits_settlement(
-        self, admitted: Admitted, meter: Meter, *, completed: bool
-    ) -> Settlement:
-        assert self._limits is not None
-        return self._limits.settlement(admitted, meter, completed=completed)
-
-    async def _settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
-        """Settle the hold by itself; a store failure leaves it to expire (`hold_ttl`)."""
-        assert self._limits is not None
-        try:
-            await self._store.ledger_settle(
-                self._limits.settlement(admitted, meter, completed=completed)
-            )
-        except StoreError as exc:
-            log.warning("usage not settled (the hold expires by itself): %s", exc)
 
     async def _tell_undelivered(self, outbox: Outbox, settings: EngineSettings) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
