@@ -54,10 +54,10 @@ from chatbridge.core.ports import (
     TextDelta,
     in_progress_phase,
 )
+from chatbridge.core.ports.store import LeaseLost, Store, StoreError
 from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import LeaseLost, Store, StoreError
 
 __all__ = ["Answerer"]
 

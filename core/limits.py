@@ -36,7 +36,7 @@ from chatbridge.core.ledger import NANO, Account, Hold, Limits, Settlement, Snap
 from chatbridge.core.models import Usage
 from chatbridge.core.places import PlaceSettings
 from chatbridge.core.ports import Prompt, StreamEvent, UsageReport
-from chatbridge.core.store.base import Store
+from chatbridge.core.ports.store import Store
 from chatbridge.core.texts import say
 
 __all__ = [

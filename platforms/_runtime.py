@@ -37,7 +37,7 @@ from chatbridge.core.ports import (
     PlatformError,
     PlatformStartFailed,
 )
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 
 __all__ = [
     "BackgroundTasks",

@@ -30,7 +30,7 @@ from chatbridge.core.engine import Engine
 from chatbridge.core.metrics import CONTENT_TYPE_LATEST
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Platform, PlatformContext, PlatformError, Route
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.providers.factory import warm
 
 if TYPE_CHECKING:

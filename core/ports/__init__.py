@@ -1,7 +1,7 @@
 """The contracts between the engine and its edges, defined in core.
 
-Platforms and providers import these; core never imports them back (the
-architecture test keeps it so). Three groups:
+Platforms, providers and stores import these; core never imports them back (the
+architecture test keeps it so). The groups:
 
 - delivery (`Outbox`, `PlatformLimits`, `SentMessage`, `DeliveryError` tree):
   how an answer reaches a chat;
@@ -14,11 +14,11 @@ architecture test keeps it so). Three groups:
   answer is generated;
 - media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
   bytes and voice transcripts;
-- cursors (`ChannelCursors`): where a platform that never redelivers keeps
-  its place per channel.
+- store (`core.ports.store`: `Store` and its parts, errors, leases): what
+  chatbridge keeps; platforms see one part of it, `ChannelCursors` (where a
+  platform that never redelivers keeps its place per channel).
 """
 
-from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
@@ -66,6 +66,7 @@ from chatbridge.core.ports.provider import (
     TextDelta,
     UsageReport,
 )
+from chatbridge.core.ports.store import ChannelCursors
 from chatbridge.core.ports.routes import Route, WebHandler, WebRequest, WebResponse
 
 __all__ = [

@@ -27,9 +27,9 @@ from pathlib import Path
 from chatbridge.config import DiscordConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.discord import DiscordPlatform
 from chatbridge.providers.openai import OpenAIProvider
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import Reply

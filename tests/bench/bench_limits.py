@@ -36,8 +36,9 @@ from chatbridge.core.ledger import Account, Hold, Limits, Settlement
 from chatbridge.core.limits import LimitGate, LimitPolicy
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Usage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
-from chatbridge.core.store import RedisStore, SqliteStore
 from chatbridge.providers.debug import DebugProvider
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.bench.bench_engine import NullOutbox
 from tests.support.redis_server import redis_unavailable, redis_url
 

@@ -41,9 +41,9 @@ from chatbridge.config import SlackConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.app.webhooks import mount
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.providers.openai import OpenAIProvider
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support import fake_slack_events as ev
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack

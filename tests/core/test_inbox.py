@@ -17,12 +17,13 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings, NotAccepting
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta
-from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
+from tests.support.testbot import ALICE
 
-ALICE, BOB = "579304651", "42"
+BOB = "42"  # a second user the test bot allows (tests/support/testbot.py)
 ALLOW = (f"telegram:{ALICE}", f"telegram:{BOB}")
 
 

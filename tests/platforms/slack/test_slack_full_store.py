@@ -7,7 +7,7 @@ from aiohttp import web
 
 from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.slack import SlackPlatform
 from tests.support import fake_slack_events as ev

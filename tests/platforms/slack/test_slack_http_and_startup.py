@@ -12,7 +12,7 @@ from aiohttp import web
 from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import PlatformStartFailed
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.platforms.slack import SlackPlatform
 from tests.support import fake_slack_events as ev
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack

@@ -11,6 +11,7 @@ from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
 from chatbridge.platforms.slack import Address, SlackPlatform
 from tests.support import fake_slack_events as ev
+from tests.support.closing import Closing
 from tests.support.fake_slack import FakeSlack
 
 from .conftest import slack_config
@@ -78,7 +79,9 @@ async def test_refusals_and_malformed_replies_become_delivery_error(
         await bad.send("x")
 
 
-async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -> None:
+async def test_a_malformed_web_api_answer_is_a_delivery_error(
+    fake: FakeSlack, closing: Closing
+) -> None:
     async def broken(request: web.Request) -> web.Response:
         if request.match_info["method"] == "auth.test":
             return web.json_response({"ok": True, "user_id": ev.BOT_USER_ID})
@@ -95,7 +98,7 @@ async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -
     base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/api/"
     try:
         config = slack_config(fake, mode="http", base_url=base_url)
-        slack = SlackPlatform(config=config, handler=NoEngine())
+        slack = closing(SlackPlatform(config=config, handler=NoEngine()))
         await slack.start()
         outbox = slack.outbox(_message())
         with pytest.raises(DeliveryError):
@@ -103,7 +106,6 @@ async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -
         with pytest.raises(DeliveryError):
             await outbox.edit(f"{ev.CHANNEL}:1.0", "x")
         await outbox.typing()  # never raises
-        await slack.aclose()
     finally:
         await runner.cleanup()
 

@@ -22,7 +22,9 @@ from chatbridge.core.models import (
     Session,
     Usage,
 )
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreError
+from chatbridge.stores._base import StoreBase
+from chatbridge.stores._codec import (
     TOMBSTONE_KEEP,
     answer_to_json,
     copy_session,
@@ -33,7 +35,7 @@ from chatbridge.core.store._codec import (
     unreadable,
     user_hash,
 )
-from chatbridge.core.store._json_files import (
+from chatbridge.stores.json._files import (
     State,
     atomic_write,
     read_ring,
@@ -41,7 +43,7 @@ from chatbridge.core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
-from chatbridge.core.store._json_ledger import (
+from chatbridge.stores.json._ledger import (
     book_bytes,
     ledger_path,
     links_bytes,
@@ -49,12 +51,11 @@ from chatbridge.core.store._json_ledger import (
     read_book,
     read_links,
 )
-from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
 
 T = TypeVar("T")
 
 
-class JsonStore:
+class JsonStore(StoreBase):
     """Everything in memory; every write rewrites whole files (O(total size) per commit).
 
     Meant for small installs and for migrating from the seed; use SQLite beyond
@@ -311,7 +312,7 @@ class JsonStore:
         return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
-        """Decide in memory, then rewrite the ledger file (`_json_ledger`)."""
+        """Decide in memory, then rewrite the ledger file (`_ledger`)."""
         self._live()
         return self._ledger_write(lambda book: book.reserve(hold))
 

@@ -32,8 +32,7 @@ from chatbridge.core.ledger import (
     Tally,
     Verdict,
 )
-from chatbridge.core.store._redis_cursors import RedisCursors
-from chatbridge.core.store._redis_inbox import _lua
+from chatbridge.stores.redis._conn import RedisConnection, _lua
 
 __all__ = ["LEDGER_TTL", "RedisLedger"]
 
@@ -164,11 +163,14 @@ def _limit(value: float | None, scale: int = 1) -> str:
     return "" if value is None else str(round(value * scale))
 
 
-class RedisLedger(RedisCursors):
-    """The four ledger methods, on top of the cursors and the inbox."""
+class RedisLedger:
+    """The four ledger methods, and settling inside a commit, over the store's connection."""
+
+    def __init__(self, db: RedisConnection) -> None:
+        self._db = db
 
     def _ledger_keys(self, account: str, day: str, month: str) -> list[str]:
-        p = self._prefix
+        p = self._db.prefix
         return [
             f"{p}ledger:{day}:{account}",
             f"{p}ledger:{month}:{account}",
@@ -179,7 +181,7 @@ class RedisLedger(RedisCursors):
         ]
 
     def _accounts_key(self) -> str:
-        return f"{self._prefix}ledger-accounts"
+        return f"{self._db.prefix}ledger-accounts"
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         keys = [self._accounts_key()]
@@ -207,7 +209,7 @@ class RedisLedger(RedisCursors):
                 _limit(lim.usd_per_day, NANO),
                 _limit(lim.usd_per_month, NANO),
             ]
-        result = await self._script(_RESERVE, keys, args)
+        result = await self._db.script(_RESERVE, keys, args)
         if result == 1:
             return Verdict(True)
         _, notify, kind, refusing = str(result).split(" ", 3)  # "refused 1 KIND ACCOUNT"
@@ -215,9 +217,9 @@ class RedisLedger(RedisCursors):
 
     async def ledger_settle(self, settlement: Settlement) -> None:
         keys, args = self._settle_call(settlement)
-        await self._script(_SETTLE, keys, args)
+        await self._db.script(_SETTLE, keys, args)
 
-    def _queue_settle(self, tx: Pipeline, settlement: Settlement | None) -> None:
+    def queue_settle(self, tx: Pipeline, settlement: Settlement | None) -> None:
         """Add settling to a commit's MULTI (as EVAL; the script checks its key types)."""
         if settlement is not None:
             keys, args = self._settle_call(settlement)
@@ -254,7 +256,7 @@ class RedisLedger(RedisCursors):
                 (stamps, "zcount", (f"({hold.now - RATE_WINDOW!r}", "+inf")),
                 (notice, "get", ()),
             ]
-        results = await self._read(calls, transaction=True)
+        results = await self._db.read(calls, transaction=True)
         found = {}
         for index, account in enumerate(hold.accounts):
             day, month, holds, recent, notice = results[5 * index : 5 * index + 5]
@@ -278,17 +280,19 @@ class RedisLedger(RedisCursors):
         return found
 
     async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
-        (accounts,) = await self._read([(self._accounts_key(), "smembers", ())])
+        (accounts,) = await self._db.read([(self._accounts_key(), "smembers", ())])
         accounts = sorted(accounts)
-        p = self._prefix
-        periods = await self._read([(f"{p}ledger-periods:{a}", "smembers", ()) for a in accounts])
+        p = self._db.prefix
+        periods = await self._db.read(
+            [(f"{p}ledger-periods:{a}", "smembers", ()) for a in accounts]
+        )
         wanted = [
             (account, day)
             for account, days in zip(accounts, periods, strict=True)
             for day in sorted(days)
             if len(day) == 10 and day >= since_day
         ]
-        values = await self._read(
+        values = await self._db.read(
             [(f"{p}ledger:{day}:{account}", "hmget", (list(_FIELDS),)) for account, day in wanted]
         )
         return [
