@@ -66,8 +66,8 @@ from chatbridge.core.ports.provider import (
     TextDelta,
     UsageReport,
 )
-from chatbridge.core.ports.store import ChannelCursors
 from chatbridge.core.ports.routes import Route, WebHandler, WebRequest, WebResponse
+from chatbridge.core.ports.store import ChannelCursors
 
 __all__ = [
     "ChannelCursors",

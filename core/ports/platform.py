@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import Outbox
 from chatbridge.core.ports.routes import Route
+from chatbridge.core.ports.store import ChannelCursors
 
 if TYPE_CHECKING:
     from chatbridge.core.metrics import Metrics
