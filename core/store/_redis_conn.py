@@ -61,6 +61,8 @@ class RedisConnection:
         self._reported: set[tuple[str, object]] = set()  # damaged items already logged
         # The reserve command packed but for one message's values (`_redis_ledger`).
         self._reserve_frames: dict[tuple[object, ...], Any] = {}
+        self._lane: Any = None  # a pooled connection kept for `_call_packed`
+        self._lane_busy = False
 
     async def open(self) -> None:
         """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
@@ -91,6 +93,7 @@ class RedisConnection:
     async def aclose(self) -> None:
         """Close the connection pool. Idempotent."""
         client, self._client = self._client, None
+        self._lane = None  # closed with the pool
         if client is not None:
             await client.aclose()
 
@@ -140,30 +143,41 @@ class RedisConnection:
         return None if tombstone is None else self._tombstone_at(tombstone, rest[0])
 
     async def _call_packed(self, packed: bytes, script: str) -> Any:
-        """Send one EVALSHA the caller packed and return its reply, on a pooled
-        connection with the client's own retries, but without its per-call
-        packing and bookkeeping (about half of a call's CPU here). A server
-        that lost its script cache is given `script` once and asked again."""
-        client = self._conn()
-        pool = client.connection_pool
+        """Send one EVALSHA the caller packed and return its reply, with the
+        client's own retries but without its per-call packing and bookkeeping
+        (about half of a call's CPU here). It goes on a connection kept for
+        these calls (`_lane`), or one from the pool while another call is on
+        it. A server that lost its script cache is given `script` once and
+        asked again."""
+        pool = self._conn().connection_pool
         with self._errors("write"):
-            conn = await pool.get_connection()
-            try:
-
-                async def call() -> Any:
-                    await conn.send_packed_command(packed, check_health=False)
-                    return await conn.read_response()
-
-                async def drop(_: Exception) -> None:
-                    await conn.disconnect()
-
+            if self._lane_busy:
+                conn = await pool.get_connection()
                 try:
-                    return await conn.retry.call_with_retry(call, drop)
-                except NoScriptError:
-                    await client.script_load(script)
-                    return await conn.retry.call_with_retry(call, drop)
+                    return await self._send_packed(conn, packed, script)
+                finally:
+                    await pool.release(conn)
+            self._lane_busy = True
+            try:
+                if self._lane is None:
+                    self._lane = await pool.get_connection()  # the pool closes it with the rest
+                return await self._send_packed(self._lane, packed, script)
             finally:
-                await pool.release(conn)
+                self._lane_busy = False
+
+    async def _send_packed(self, conn: Any, packed: bytes, script: str) -> Any:
+        async def call() -> Any:
+            await conn.send_packed_command(packed, check_health=False)
+            return await conn.read_response()
+
+        async def drop(_: Exception) -> None:
+            await conn.disconnect()  # the next try connects it again
+
+        try:
+            return await conn.retry.call_with_retry(call, drop)
+        except NoScriptError:
+            await self._conn().script_load(script)
+            return await conn.retry.call_with_retry(call, drop)
 
     async def _read(
         self,
