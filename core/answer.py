@@ -54,10 +54,10 @@ from chatbridge.core.ports import (
     TextDelta,
     in_progress_phase,
 )
+from chatbridge.core.ports.store import LeaseLost, Store, StoreError
 from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import LeaseLost, Store, StoreError
 
 __all__ = ["Answerer"]
 
@@ -121,7 +121,7 @@ class Answerer:
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
 
-        reply = StreamingReply(outbox, posted=entry.sent, on_posted=record_posted)
+        reply = StreamingReply(outbox, sent=entry.sent, on_posted=record_posted)
         usage = Usage()
         meter, admitted, completed = Meter(), None, False
         try:

@@ -45,7 +45,7 @@ from chatbridge.core.ledger import (
 from chatbridge.core.models import Usage
 from chatbridge.core.places import PlaceSettings
 from chatbridge.core.ports import Prompt, StreamEvent, UsageReport
-from chatbridge.core.store.base import Store, StoreError
+from chatbridge.core.ports.store import Store, StoreError
 from chatbridge.core.texts import say
 
 __all__ = [

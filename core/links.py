@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.models import Conversation, MemoryEntry
-from chatbridge.core.store.base import Store
+from chatbridge.core.ports.store import Store
 
 __all__ = [
     "CODE_TTL",

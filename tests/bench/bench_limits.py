@@ -47,9 +47,10 @@ from chatbridge.core.ledger import NANO, RATE_WINDOW, Account, Hold, Limits, Set
 from chatbridge.core.limits import LimitGate, LimitPolicy
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Usage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
-from chatbridge.core.store import RedisStore, SqliteStore
-from chatbridge.core.store._redis_ledger import _KEEP_MS, _RESERVE, LEDGER_TTL, _limit
 from chatbridge.providers.debug import DebugProvider
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.redis._ledger import _KEEP_MS, _RESERVE, LEDGER_TTL, _limit
+from chatbridge.stores.sqlite import SqliteStore
 from tests.bench.bench_engine import NullOutbox
 from tests.bench.bench_store import count_round_trips
 from tests.support.redis_server import redis_unavailable, redis_url
@@ -156,18 +157,19 @@ async def _before(store: Store, hold: Hold) -> None:
     then the reserve with its keys and arguments built and packed by redis-py."""
     assert isinstance(store, RedisStore)
     await store.link_group(hold.sender)
-    keys = [store._accounts_key()]
+    ledger, db = store._ledger, store._db
+    keys = [ledger._accounts_key()]
     args = [repr(hold.now), hold.id, repr(hold.expires_at), str(hold.tokens), str(hold.nano_usd),
             hold.day, hold.month, str(len(hold.accounts)), str(_KEEP_MS),
             str(int(LEDGER_TTL * 1000)), repr(RATE_WINDOW), ""]  # fmt: skip
     for account in hold.accounts:
         lim = account.limits
-        keys += store._ledger_keys(account.key, hold.day, hold.month)
+        keys += ledger._ledger_keys(account.key, hold.day, hold.month)
         args += [account.key, _limit(lim.tokens_per_day), _limit(lim.tokens_per_month),
                  _limit(lim.messages_per_minute), _limit(lim.usd_per_day, NANO),
                  _limit(lim.usd_per_month, NANO)]  # fmt: skip
-    keys.append(f"{store._prefix}links")
-    assert await store._script(_RESERVE, keys, args) == 1
+    keys.append(f"{db.prefix}links")
+    assert await db.script(_RESERVE, keys, args) == 1
 
 
 async def _now(store: Store, hold: Hold) -> None:
@@ -231,7 +233,7 @@ async def call_rows() -> list[tuple[str, tuple[float, float, float]]]:
     if HIREDIS_AVAILABLE:  # the same call with replies parsed in Python, for comparison
         python = RedisStore(redis_url(11), max_entries=20, prefix=prefix + "p:")
         await python.open()
-        pool = python._conn().connection_pool
+        pool = python._db.client().connection_pool
         pool.connection_kwargs["parser_class"] = _AsyncRESP3Parser  # for any new connection
         conn = await pool.get_connection()  # and the one it has (the calls run one at a time)
         await conn.disconnect()
