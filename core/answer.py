@@ -121,7 +121,7 @@ class Answerer:
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
 
-        reply = StreamingReply(outbox, posted=entry.sent, on_posted=record_posted)
+        reply = StreamingReply(outbox, sent=entry.sent, on_posted=record_posted)
         usage = Usage()
         meter, admitted, completed = Meter(), None, False
         try:

@@ -5,8 +5,11 @@ architecture test keeps it so). The groups:
 
 - delivery (`Outbox`, `PlatformLimits`, `SentMessage`, `DeliveryError` tree):
   how an answer reaches a chat;
-- platform (`Platform`, `MessageHandler`, `PlatformError` tree): what an
-  adapter is and what it calls;
+- platform (`Platform`, `MessageHandler`, `DirectHandler`,
+  `PlatformContext`, `PlatformFactory`, `PlatformError` tree): what an
+  adapter is, what it calls and how it is built;
+- routes (`Route`, `WebRequest`, `WebResponse`): the webhook endpoints a
+  platform declares and chatbridge's server mounts;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
   answer is generated;
 - media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
@@ -38,10 +41,14 @@ from chatbridge.core.ports.media import (
     Transcriber,
 )
 from chatbridge.core.ports.platform import (
+    DirectHandler,
     MentionRule,
     MessageHandler,
+    OutboxFactory,
     Platform,
+    PlatformContext,
     PlatformError,
+    PlatformFactory,
     PlatformStartFailed,
     always_mention,
 )
@@ -59,12 +66,14 @@ from chatbridge.core.ports.provider import (
     TextDelta,
     UsageReport,
 )
+from chatbridge.core.ports.routes import Route, WebHandler, WebRequest, WebResponse
 from chatbridge.core.ports.store import ChannelCursors
 
 __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "DirectHandler",
     "FetchFailed",
     "FileSource",
     "FileTooLarge",
@@ -76,9 +85,12 @@ __all__ = [
     "MentionRule",
     "MessageHandler",
     "Outbox",
+    "OutboxFactory",
     "Phase",
     "Platform",
+    "PlatformContext",
     "PlatformError",
+    "PlatformFactory",
     "PlatformLimits",
     "PlatformStartFailed",
     "PostedLookup",
@@ -90,11 +102,15 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailable",
     "RateLimited",
+    "Route",
     "SentMessage",
     "StreamEvent",
     "TextDelta",
     "Transcriber",
     "UsageReport",
+    "WebHandler",
+    "WebRequest",
+    "WebResponse",
     "always_mention",
     "delivery_phase",
     "in_progress_phase",

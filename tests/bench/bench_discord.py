@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiohttp import web
-
 from chatbridge.config import DiscordConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
@@ -62,7 +60,7 @@ async def run(users: int, per_user: int) -> dict[str, float]:
             )  # fmt: skip
             bot = DiscordPlatform(
                 config=config, handler=engine, commands=engine.commands,
-                server=web.Application(), guild_ready_timeout=0.05,
+                guild_ready_timeout=0.05,
             )  # fmt: skip
             engine.attach(bot.name, bot.outbox)
             await bot.start()

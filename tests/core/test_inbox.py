@@ -21,8 +21,9 @@ from chatbridge.core.texts import say
 from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
+from tests.support.testbot import ALICE
 
-ALICE, BOB = "579304651", "42"
+BOB = "42"  # a second user the test bot allows (tests/support/testbot.py)
 ALLOW = (f"telegram:{ALICE}", f"telegram:{BOB}")
 
 

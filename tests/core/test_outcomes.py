@@ -23,8 +23,7 @@ from chatbridge.core.texts import say
 from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
-
-ALICE = "579304651"
+from tests.support.testbot import ALICE
 
 
 class BrokenOnce(RecordingOutbox):

@@ -13,8 +13,7 @@ from chatbridge.platforms.slack._filters import ts_order
 from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
-
-ALICE = "579304651"
+from tests.support.testbot import ALICE
 
 
 async def test_pending_messages_are_answered_in_the_platforms_order(

@@ -22,12 +22,12 @@ from tests.replicas.test_run_replicas import Replica, wait_ready
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.redis_server import flush_allowed, redis_unavailable, redis_url
 from tests.support.sse import Reply
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
 DB = 9
 SECRET = "s3cret-Limits"
 GROUPS = [-1002000 - i for i in range(8)]

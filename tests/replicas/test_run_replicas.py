@@ -35,12 +35,12 @@ from chatbridge.stores.redis import RedisStore
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.redis_server import flush_allowed, redis_unavailable, redis_url
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
 DB = 7
 SECRET = "s3cret-Replica"
 TTL = 2.0

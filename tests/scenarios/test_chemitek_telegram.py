@@ -17,9 +17,9 @@ from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.sse import Reply
 
-ALICE = 579304651
 STRANGER = 111
 
 

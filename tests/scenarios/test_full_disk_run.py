@@ -26,10 +26,9 @@ import pytest
 from chatbridge.core.texts import say
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 
 pytestmark = pytest.mark.slow
-
-USER = 579304651
 
 
 def _small_files(limit: int) -> None:
@@ -125,7 +124,7 @@ platforms:
   telegram: {{enabled: true, base_url: "{telegram.base_url}", edit_interval: 0.1s}}
 memory: {{path: "{small_disk / "bot.db"}"}}
 providers: {{main: {{type: debug}}}}
-access: {{allow: [telegram:{USER}]}}
+access: {{allow: [telegram:{ALICE}]}}
 server: {{port: {port}}}
 """)
         process = await asyncio.create_subprocess_exec(
@@ -137,13 +136,13 @@ server: {{port: {port}}}
             await _until(lambda: _ok(port))
             filler = _fill(small_disk)
             await _until(lambda: _says(port, "store refuses writes"))
-            telegram.push_text(USER, USER, "Wo bleibt das Paket?")
+            telegram.push_text(ALICE, ALICE, "Wo bleibt das Paket?")
             notice = say("de", "inbox_full")
-            await telegram.wait_for(lambda: telegram.bot_texts(USER) == [notice], within=30)
+            await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == [notice], within=30)
             filler.unlink()  # space is back
             await _until(lambda: _ok(port))
-            await telegram.wait_for(lambda: len(telegram.bot_texts(USER)) == 2, within=30)
-            texts = telegram.bot_texts(USER)
+            await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) == 2, within=30)
+            texts = telegram.bot_texts(ALICE)
             assert texts[0] == notice
             assert "Wo bleibt das Paket?" in texts[1]  # the debug provider's answer
         finally:

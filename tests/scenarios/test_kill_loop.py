@@ -36,11 +36,12 @@ from tests.support import inbox_file, tally
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE, BOB, CAROL
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
-USERS = (579304651, 579304652, 579304653)
+USERS = (ALICE, BOB, CAROL)
 MODES = ("polling", "webhook")
 # CI default per mode (the webhook loop is the costlier one to run beside the
 # polling loop); CHATBRIDGE_KILLS sets both.

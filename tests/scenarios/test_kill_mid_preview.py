@@ -21,10 +21,10 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.sse import Reply
 
 ANSWER = " ".join(f"Schritt{i}" for i in range(25)) + "."  # under summary_chars
-ALICE = 579304651
 
 
 def _slow() -> Reply:

@@ -22,10 +22,10 @@ from tests.support.fake_discord import FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.running import chatbridge_run
 from tests.support.sse import Reply
 
-ALICE = 579304651
 _CODE = re.compile(r"/link ([A-Z0-9]{6,12})\b")
 
 

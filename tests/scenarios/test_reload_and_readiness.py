@@ -12,12 +12,11 @@ import pytest
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE, BOB
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
-BOB = 579304652
 # The denied reply as a user reads it (written out, not taken from core/texts.py).
 DENIED = (
     "Sorry, you are not allowed to use this bot. Ask the admin to add "

@@ -12,11 +12,11 @@ from tests.scenarios.test_reload_and_readiness import _Run, _wait_status
 from tests.support.cli import free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.sse import Body
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-ALICE = 579304651
 SUPPORT = -1001111  # its own prompt and model; its forum topics follow it
 BACKUP = -1002222  # `provider: backup`, no mention needed
 TEAM = -1003333  # only `model`: keeps the platform scope's prompt

@@ -17,10 +17,10 @@ import pytest
 from tests.support.cli import clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 
 pytestmark = pytest.mark.timeout(90)
 
-ALICE = 579304651
 OTHER_SDKS = {"discord", "slack_bolt", "slack_sdk", "redis", "anthropic", "markdown_to_mrkdwn"}
 CAN_WAIT = {"aiohttp", "openai", "telegramify_markdown"}
 

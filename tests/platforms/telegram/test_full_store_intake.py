@@ -11,7 +11,6 @@ real full filesystem where the machine lets a test mount one.)
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,7 @@ from tests.core.store.helpers import inbox_entry
 from tests.platforms.telegram.conftest import telegram_config
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 NO_LIMIT = 1_073_741_823  # SQLite's largest max_page_count
 
@@ -42,10 +41,10 @@ def _fill(bot: TestBot) -> None:
 
 @pytest.mark.parametrize("language", ["de", "en"])
 async def test_a_refused_message_gets_one_notice_and_is_answered_once_space_is_back(
-    fake: FakeTelegram, tmp_path: Path, language: str
+    fake: FakeTelegram, testbot: TestBots, language: str
 ) -> None:
     answer = ScriptedProvider("Das Paket kommt am Mittwoch.")
-    bot = await make_testbot(tmp_path, provider=answer, settings=EngineSettings(language=language))
+    bot = await testbot(provider=answer, settings=EngineSettings(language=language))
     platform = TelegramPlatform(
         config=telegram_config(fake), handler=bot.engine, say=bot.engine.settings.say
     )
@@ -72,7 +71,6 @@ async def test_a_refused_message_gets_one_notice_and_is_answered_once_space_is_b
     finally:
         await platform.aclose()
         await bot.engine.drain(1.0)
-        await bot.engine.store.aclose()
 
 
 class _Connected:
@@ -82,24 +80,21 @@ class _Connected:
     connected = True
 
 
-async def test_readyz_is_not_ready_while_the_store_refuses_writes(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path)
+async def test_readyz_is_not_ready_while_the_store_refuses_writes(testbot: TestBots) -> None:
+    bot = await testbot()
     readiness = _Readiness(bot.engine, probe_every=0.0)
     readiness.platforms.append(_Connected())  # type: ignore[arg-type]
-    try:
-        assert await readiness.ready() == (True, "ok")
-        _fill(bot)
-        for n in range(10_000):  # use up the free space inside the pages, too
-            try:
-                await bot.engine.store.inbox_add(inbox_entry(f"telegram:{n}", at=float(n)))
-            except StoreError:
-                break
-        else:
-            raise AssertionError("the store never filled")
-        assert await readiness.ready() == (False, "store refuses writes")
-        _connection(bot).execute(f"PRAGMA max_page_count = {NO_LIMIT}")
-        assert await readiness.ready() == (True, "ok")
-        pending = await bot.engine.store.inbox_pending()
-        assert not [e for e in pending if e.message.conversation.platform == "chatbridge"]
-    finally:
-        await bot.engine.store.aclose()
+    assert await readiness.ready() == (True, "ok")
+    _fill(bot)
+    for n in range(10_000):  # use up the free space inside the pages, too
+        try:
+            await bot.engine.store.inbox_add(inbox_entry(f"telegram:{n}", at=float(n)))
+        except StoreError:
+            break
+    else:
+        raise AssertionError("the store never filled")
+    assert await readiness.ready() == (False, "store refuses writes")
+    _connection(bot).execute(f"PRAGMA max_page_count = {NO_LIMIT}")
+    assert await readiness.ready() == (True, "ok")
+    pending = await bot.engine.store.inbox_pending()
+    assert not [e for e in pending if e.message.conversation.platform == "chatbridge"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from telegramify_markdown import utf16_len
@@ -15,7 +14,7 @@ from telegramify_markdown import utf16_len
 from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 ANSWER = " ".join(f"Schritt{i}" for i in range(80)) + "."
 LONG = "\n\n".join(f"Absatz {i}: " + "Die Sendung ist unterwegs. " * 12 for i in range(40))
@@ -28,13 +27,12 @@ def _pieces(text: str, size: int = 12) -> list[str]:
 
 
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[TestBot]:
+async def bot(testbot: TestBots) -> AsyncIterator[TestBot]:
     # Slow enough that an answer spans several edit intervals.
     provider = ScriptedProvider(lambda prompt: _pieces(ANSWER), chunk_delay=0.01)
-    testbot = await make_testbot(tmp_path, provider=provider)
-    yield testbot
-    await testbot.engine.drain(2.0)
-    await testbot.engine.store.aclose()
+    bot = await testbot(provider=provider)
+    yield bot
+    await bot.engine.drain(2.0)
 
 
 async def _remembered(bot: TestBot, count: int, user: str = ALICE) -> None:
@@ -75,15 +73,14 @@ async def test_a_private_answer_streams_as_drafts_then_one_message(
 
 
 async def test_a_long_private_answer_is_sent_split_and_never_edited(
-    fake: FakeTelegram, launch: Launch, tmp_path: Path
+    fake: FakeTelegram, launch: Launch, testbot: TestBots
 ) -> None:
     provider = ScriptedProvider(lambda prompt: _pieces(LONG, 200), chunk_delay=0.005)
-    bot = await make_testbot(tmp_path, provider=provider)
+    bot = await testbot(provider=provider)
     await launch(engine=bot.engine, edit_interval=0.05)
     fake.push_text(int(ALICE), int(ALICE), "Erzähl alles")
     await fake.wait_for(lambda: "Absatz 39" in "".join(fake.bot_texts(int(ALICE))), within=15)
     await bot.engine.drain(2.0)
-    await bot.engine.store.aclose()
 
     methods = _methods(fake, int(ALICE))
     assert "editMessageText" not in methods
@@ -126,14 +123,13 @@ async def test_drafts_false_streams_private_answers_by_edits(
 
 
 async def test_a_quick_answer_is_one_message_without_a_draft(
-    fake: FakeTelegram, launch: Launch, tmp_path: Path
+    fake: FakeTelegram, launch: Launch, testbot: TestBots
 ) -> None:
-    bot = await make_testbot(tmp_path, provider=ScriptedProvider("Gleich da."))
+    bot = await testbot(provider=ScriptedProvider("Gleich da."))
     await launch(engine=bot.engine, edit_interval=5.0)
     fake.push_text(int(ALICE), int(ALICE), "Hallo")
     await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) == ["Gleich da."], within=10)
     await bot.engine.drain(2.0)
-    await bot.engine.store.aclose()
     assert _methods(fake, int(ALICE)) == ["sendMessage"]
 
 

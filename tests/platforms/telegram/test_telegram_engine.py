@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from telegramify_markdown import utf16_len
@@ -14,7 +12,7 @@ from chatbridge.core.models import MemoryEntry
 from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 CODE_LINES = [f"value_{i:03d} = compute({i}, 'chemitek')" for i in range(260)]
 LONG_ANSWER = (
@@ -41,11 +39,9 @@ async def _ring_once_written(bot: TestBot) -> list[MemoryEntry]:
 
 
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[TestBot]:
+async def bot(testbot: TestBots) -> TestBot:
     provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER))
-    testbot = await make_testbot(tmp_path, provider=provider)
-    yield testbot
-    await testbot.engine.store.aclose()
+    return await testbot(provider=provider)
 
 
 async def test_a_10k_answer_arrives_split_with_code_intact(
@@ -79,10 +75,10 @@ async def test_a_10k_answer_arrives_split_with_code_intact(
 
 
 async def test_flood_control_while_streaming_still_delivers_everything(
-    fake: FakeTelegram, launch: Launch, tmp_path: Path
+    fake: FakeTelegram, launch: Launch, testbot: TestBots
 ) -> None:
     provider = ScriptedProvider(lambda prompt: _in_chunks(LONG_ANSWER), chunk_delay=0.01)
-    slow_bot = await make_testbot(tmp_path, provider=provider)
+    slow_bot = await testbot(provider=provider)
     await launch(engine=slow_bot.engine, edit_interval=0.05, drafts=False)  # the edit path
     fake.fail_next("editMessageText", count=2, retry_after=1)
     fake.push_text(int(ALICE), int(ALICE), "Schreib mir das Skript")
@@ -94,7 +90,6 @@ async def test_flood_control_while_streaming_still_delivers_everything(
     shown = "\n".join(fake.bot_texts(int(ALICE)))
     assert all(shown.count(line) == 1 for line in CODE_LINES)
     await _ring_once_written(slow_bot)
-    await slow_bot.engine.store.aclose()
 
 
 async def test_group_without_mention_never_reaches_the_engine(

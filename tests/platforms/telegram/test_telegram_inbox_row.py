@@ -10,16 +10,16 @@ from pathlib import Path
 from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 NEEDED = {"platform", "chat", "user", "thread", "kind", "text", "event_id", "reply_address"}
 
 
 async def test_a_waiting_telegram_message_is_stored_without_the_senders_name(
-    fake: FakeTelegram, launch: Launch, tmp_path: Path
+    fake: FakeTelegram, launch: Launch, tmp_path: Path, testbot: TestBots
 ) -> None:
     gate = asyncio.Event()  # the answer waits, so the inbox row stays pending
-    bot = await make_testbot(tmp_path, provider=ScriptedProvider("ok", gate=gate))
+    bot = await testbot(provider=ScriptedProvider("ok", gate=gate))
     try:
         await launch(engine=bot.engine)
         fake.push_text(int(ALICE), int(ALICE), "Wo bleibt das Paket?")
@@ -39,4 +39,3 @@ async def test_a_waiting_telegram_message_is_stored_without_the_senders_name(
         await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) == ["ok"])
     finally:
         await bot.engine.drain(1.0)
-        await bot.engine.store.aclose()

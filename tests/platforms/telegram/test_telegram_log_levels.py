@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from chatbridge.core.app.logs import setup_logging
 from tests.platforms.telegram.conftest import Launch
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 # PTB's RetryAfter warns about its own future int -> timedelta change.
 pytestmark = pytest.mark.filterwarnings("ignore:.*retry_after.*:DeprecationWarning")
@@ -34,10 +33,10 @@ def _restore_root_logger() -> Iterator[None]:
 
 
 async def test_a_waited_out_429_is_one_warning_and_the_answer_arrives(
-    capsys: pytest.CaptureFixture[str], fake: FakeTelegram, launch: Launch, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], fake: FakeTelegram, launch: Launch, testbot: TestBots
 ) -> None:
     setup_logging(level=logging.INFO, secrets=[fake.token])
-    bot = await make_testbot(tmp_path)
+    bot = await testbot()
     try:
         await launch(engine=bot.engine)
         fake.fail_next("sendMessage", retry_after=1)
@@ -45,7 +44,6 @@ async def test_a_waited_out_429_is_one_warning_and_the_answer_arrives(
         await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) != [], within=20)
     finally:
         await bot.engine.drain(5)
-        await bot.engine.store.aclose()
     assert fake.failures_left("sendMessage") == 0, "the 429 was never served"
     assert fake.bot_texts(int(ALICE)) == ["echo: Wo ist das Paket?"]
 

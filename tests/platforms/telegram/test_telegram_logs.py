@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,7 @@ from chatbridge.providers.factory import build_chain
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 API_KEY = "sk-proj-Logs4c1eNeverShown9"
 THIRD_PARTY = ("httpx", "httpx2", "httpcore", "telegram", "openai")
@@ -43,7 +42,7 @@ def _restore_logging() -> Iterator[None]:
 
 
 async def test_debug_http_logs_show_the_urls_but_never_a_secret(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    testbot: TestBots, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.api_key = API_KEY
@@ -64,7 +63,7 @@ platforms:
         setup_logging(level=logging.DEBUG, secrets=secrets_of(config, environ))
         for name in THIRD_PARTY:
             logging.getLogger(name).setLevel(logging.DEBUG)
-        bot = await make_testbot(tmp_path, provider=build_chain(config.providers))
+        bot = await testbot(provider=build_chain(config.providers))
         platform = TelegramPlatform(
             config=config.platforms.telegram, handler=bot.engine, commands=bot.engine.commands
         )
@@ -77,7 +76,6 @@ platforms:
             )
         finally:
             await platform.aclose()
-            await bot.engine.store.aclose()
     err = capsys.readouterr().err
 
     base = telegram.base_url  # http://127.0.0.1:PORT/bot

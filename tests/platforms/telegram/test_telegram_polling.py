@@ -13,8 +13,9 @@ from chatbridge.core.ports import PlatformStartFailed
 from chatbridge.platforms.base import Outbox
 from chatbridge.platforms.telegram import TelegramPlatform
 from tests.platforms.telegram.conftest import Launch, StandInEngine, telegram_config
+from tests.support.closing import Closing
 from tests.support.fake_telegram import FakeTelegram
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 
 async def test_private_message_reaches_engine_and_echo_is_sent(
@@ -61,9 +62,11 @@ async def test_typing_action_is_sent_to_the_chat(fake: FakeTelegram, launch: Lau
     assert action.params == {"chat_id": 100, "action": "typing"}
 
 
-async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram) -> None:
+async def test_every_update_is_handled_once_across_a_restart(
+    fake: FakeTelegram, closing: Closing
+) -> None:
     engine = StandInEngine()
-    first = _platform(fake, engine)
+    first = closing(_platform(fake, engine))
     await first.start()
     ids = [fake.push_text(100, 100, f"m{i}") for i in range(3)]
     await fake.wait_for(lambda: len(engine.handled) == 3)
@@ -85,7 +88,7 @@ async def test_every_update_is_handled_once_across_a_restart(fake: FakeTelegram)
 
 
 async def test_updates_fetched_before_stop_are_answered_not_redelivered(
-    fake: FakeTelegram,
+    fake: FakeTelegram, closing: Closing
 ) -> None:
     release = asyncio.Event()
 
@@ -94,7 +97,7 @@ async def test_updates_fetched_before_stop_are_answered_not_redelivered(
         await outbox.send(f"done {message.text}")
 
     engine = StandInEngine(slow)
-    platform = _platform(fake, engine)
+    platform = closing(_platform(fake, engine))
     await platform.start()
     ids = [fake.push_text(100, 100, f"q{i}") for i in range(3)]
     await fake.wait_for(lambda: len(engine.handled) == 3)
@@ -110,7 +113,7 @@ async def test_updates_fetched_before_stop_are_answered_not_redelivered(
     confirm = fake.calls_to("getUpdates")[-1].params
     assert (confirm["offset"], confirm["timeout"]) == (ids[-1] + 1, 0)
 
-    again = _platform(fake, engine)
+    again = closing(_platform(fake, engine))
     await again.start()
     # Its first poll is answered and a second one asked: whatever Telegram
     # still had for it would have come with the first.
@@ -146,8 +149,8 @@ async def test_rejected_token_fails_start_without_leaking_it(fake: FakeTelegram)
     platform = TelegramPlatform(config=cfg, handler=StandInEngine())
     with pytest.raises(PlatformStartFailed, match="rejected the bot token") as info:
         await platform.start()
-    assert "WRONG-secret-token" not in str(info.value)
     await platform.aclose()  # harmless after a failed start
+    assert "WRONG-secret-token" not in str(info.value)
 
 
 def _platform(fake: FakeTelegram, engine: StandInEngine) -> TelegramPlatform:
@@ -159,37 +162,32 @@ def _platform(fake: FakeTelegram, engine: StandInEngine) -> TelegramPlatform:
 
 
 async def test_an_update_the_inbox_could_not_take_is_not_acknowledged(
-    fake: FakeTelegram, launch: Launch, tmp_path: Path
+    fake: FakeTelegram, launch: Launch, tmp_path: Path, testbot: TestBots
 ) -> None:
     """The real engine on SQLite whose inbox refuses writes (as a full disk
     would): the offset stays on the update, Telegram serves it again, and
     once the store works it is answered, once."""
-    bot = await make_testbot(tmp_path)
+    bot = await testbot()
     _sql(tmp_path / "bot.db", "CREATE TRIGGER inbox_full BEFORE INSERT ON inbox "
          "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")  # fmt: skip
-    try:
-        await launch(engine=bot.engine)
-        update_id = fake.push_text(int(ALICE), int(ALICE), "keep me")
-        await fake.wait_for(lambda: fake.served.count(update_id) >= 2, within=30)
-        offsets = [c.params.get("offset") for c in fake.calls_to("getUpdates")]
-        assert update_id + 1 not in offsets, "the offset moved past an update not stored"
-        assert fake.bot_texts(int(ALICE)) == []
-        assert bot.provider.prompts == []
+    await launch(engine=bot.engine)
+    update_id = fake.push_text(int(ALICE), int(ALICE), "keep me")
+    await fake.wait_for(lambda: fake.served.count(update_id) >= 2, within=30)
+    offsets = [c.params.get("offset") for c in fake.calls_to("getUpdates")]
+    assert update_id + 1 not in offsets, "the offset moved past an update not stored"
+    assert fake.bot_texts(int(ALICE)) == []
+    assert bot.provider.prompts == []
 
-        _sql(tmp_path / "bot.db", "DROP TRIGGER inbox_full")
-        await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) == ["echo: keep me"], within=30)
-        # Acknowledged now; a poll after that shows nothing came twice.
-        await fake.wait_for(
-            lambda: any(
-                c.params.get("offset") == update_id + 1 for c in fake.calls_to("getUpdates")
-            ),
-            within=30,
-        )
-        await bot.engine.drain(5.0)  # every answer in flight is out
-        assert fake.bot_texts(int(ALICE)) == ["echo: keep me"]
-        assert len(bot.provider.prompts) == 1
-    finally:
-        await bot.engine.store.aclose()
+    _sql(tmp_path / "bot.db", "DROP TRIGGER inbox_full")
+    await fake.wait_for(lambda: fake.bot_texts(int(ALICE)) == ["echo: keep me"], within=30)
+    # Acknowledged now; a poll after that shows nothing came twice.
+    await fake.wait_for(
+        lambda: any(c.params.get("offset") == update_id + 1 for c in fake.calls_to("getUpdates")),
+        within=30,
+    )
+    await bot.engine.drain(5.0)  # every answer in flight is out
+    assert fake.bot_texts(int(ALICE)) == ["echo: keep me"]
+    assert len(bot.provider.prompts) == 1
 
 
 def _sql(path: Path, statement: str) -> None:
