@@ -180,7 +180,7 @@ class JsonStore(StoreBase):
         if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
             if undo_done is not None:
                 self._write_state(undo_done)
-            return  # a reply in flight during forget(); see base.Store.forget
+            return  # a reply in flight during forget(); see core.ports.store.Memory
         days = state.usage.setdefault(user, {})
         before = (self._ring.get(user), state.sessions.get(key), days.get(day), state.last_entry)
         entry = replace(exchange.entry, user=user)
