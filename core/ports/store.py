@@ -7,7 +7,8 @@ the slice it uses (`Inbox`, `Ledger`, `Links`, `ChannelCursors`, ...):
     Store        open / aclose (also `async with`), replication
     ├── Sessions         load_session, save_session
     ├── Memory           commit_exchange, ring, forget, usage
-    ├── Inbox            inbox_add, _progress, _done, _pending, _pending_of, _is_pending
+    ├── Inbox            inbox_add, _progress, _done, _is_pending
+    │   └── PendingByConversation  inbox_pending, _pending_of (what a scheduler reads)
     ├── ChannelCursors   cursor_advance, cursors
     ├── Ledger           ledger_reserve, _settle, _snapshots, _rows
     └── Links            link_offer, _take, _attempt, _join, _split, _group
@@ -55,6 +56,7 @@ __all__ = [
     "Ledger",
     "Links",
     "Memory",
+    "PendingByConversation",
     "Replication",
     "Sessions",
     "Store",
@@ -262,7 +264,21 @@ class Ledger(Protocol):
         ...
 
 
-class Inbox(Protocol):
+class PendingByConversation(Protocol):
+    """The part of the inbox a scheduler reads."""
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        """Every entry not done, oldest `received_at` first."""
+        ...
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The entries of `conversation` not done, oldest `received_at` first
+        (ties in the order they were added). Reads that conversation's entries
+        only, whatever else is pending (an index, a set per conversation)."""
+        ...
+
+
+class Inbox(PendingByConversation, Protocol):
     """Received messages, held durably until their answer is remembered.
 
     Life of an entry: `inbox_add` (before the platform is acknowledged) ->
@@ -289,16 +305,6 @@ class Inbox(Protocol):
 
     async def inbox_done(self, key: str) -> None:
         """Mark the entry done without an exchange; its text is erased."""
-        ...
-
-    async def inbox_pending(self) -> list[InboxEntry]:
-        """Every entry not done, oldest `received_at` first."""
-        ...
-
-    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
-        """The entries of `conversation` not done, oldest `received_at` first
-        (ties in the order they were added). Reads that conversation's entries
-        only, whatever else is pending (an index, a set per conversation)."""
         ...
 
     async def inbox_is_pending(self, key: str) -> bool:

@@ -204,7 +204,7 @@ class SqliteStore(StoreBase):
                 _inbox.done(db, exchange.inbox_key, time.time())
             if settled is not None:  # counted even for a forgotten user: it was used
                 _ledger.add(db, settled.accounts, settled.day, settled.month, tally)
-            # Nothing more for a reply in flight during forget(); see base.Store.forget.
+            # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
                 db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
