@@ -14,7 +14,7 @@ import enum
 import logging
 from typing import Protocol
 
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 
 __all__ = ["Outcome", "Outcomes"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from tests.core.store.helpers import Stores, store_path
 from tests.support.closing import Closing
 from tests.support.paths import REPO

@@ -34,14 +34,9 @@ from contextlib import AbstractAsyncContextManager
 from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.models import Conversation, InboxEntry
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.ports.scheduling import (
-    CancelNotices,
-    ConversationLeases,
-    Lease,
-    PendingByConversation,
-)
+from chatbridge.core.ports.scheduling import PendingByConversation
+from chatbridge.core.ports.store import CancelNotices, ConversationLeases, Lease, StoreError
 from chatbridge.core.scheduling._base import SchedulerBase
-from chatbridge.core.store.base import StoreError
 
 __all__ = ["SharedInboxScheduler"]
 

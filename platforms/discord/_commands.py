@@ -21,9 +21,9 @@ from discord import app_commands
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import PlatformLimits, SentMessage
-from chatbridge.platforms._runtime import guarded, one_line
+from chatbridge.platforms._runtime import one_line
 
-from ._outbox import MAX_CHARS, rules
+from ._outbox import MAX_CHARS, discord_delivery
 
 __all__ = ["InteractionOutbox", "build_tree", "decode_interaction", "sync_if_changed"]
 
@@ -108,7 +108,7 @@ def decode_interaction(address: str) -> tuple[int, str] | None:
 class InteractionOutbox:
     """Answers a deferred slash command with ephemeral followups (token valid 15 min).
 
-    Refs are the followup message ids; errors map as `DiscordOutbox`'s do.
+    A `SentMessage` is the followup's message id; errors map as `DiscordOutbox`'s do.
     Discord shows "thinking…" until the first followup, so `typing()` does nothing.
     """
 
@@ -119,13 +119,14 @@ class InteractionOutbox:
         self._hook = discord.Webhook.partial(app_id, token, client=client)
         # What `Interaction.followup` builds: an application webhook may send ephemerally.
         self._hook.type = discord.WebhookType.application
+        self._delivery = discord_delivery()
 
     async def send(self, text: str) -> SentMessage:
         async def call() -> SentMessage:
             sent = await self._hook.send(text, ephemeral=True, wait=True)
             return str(int(sent.id))
 
-        return await guarded("discord followup", call, rules("followup"))
+        return await self._delivery.call("followup", "", call)
 
     async def edit(self, message: SentMessage, text: str) -> None:
         try:
@@ -136,7 +137,7 @@ class InteractionOutbox:
         async def call() -> None:
             await self._hook.edit_message(message_id, content=text)
 
-        await guarded("discord followup edit", call, rules("followup edit"))
+        await self._delivery.call("followup edit", "", call)
 
     async def typing(self) -> None:
         return None

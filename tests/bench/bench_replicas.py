@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 import redis
 
-from chatbridge.core.store import RedisStore
+from chatbridge.stores.redis import RedisStore
 from tests.bench import bench_store
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI

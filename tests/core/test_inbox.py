@@ -17,8 +17,8 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings, NotAccepting
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta
-from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE

@@ -23,8 +23,8 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import FetchFailed, FileTooLarge, MediaRejected
-from chatbridge.core.store import SqliteStore
 from chatbridge.providers.base import Prompt
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.media import PDF, png
@@ -114,7 +114,7 @@ def _parts(prompt: Prompt) -> list[list[bytes]]:
 
 
 async def _open(engine: Engine, closing: Closing) -> None:
-    await engine.store.open()  # type: ignore[attr-defined]
+    await engine.store.open()
     closing(engine.store)
 
 

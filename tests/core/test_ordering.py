@@ -9,8 +9,8 @@ import pytest
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.scheduling import LocalScheduler
-from chatbridge.core.store.base import StoreError
 from chatbridge.providers.base import ProviderUnavailable
 from chatbridge.providers.fallback import FallbackProvider
 from tests.support.fakes import RecordingOutbox, ScriptedProvider

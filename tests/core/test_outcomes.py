@@ -19,8 +19,8 @@ from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.metrics import OUTCOMES, Metrics
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE

@@ -14,8 +14,8 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Turn
 from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels, chain_of
-from chatbridge.core.store import SqliteStore
-from chatbridge.core.store._codec import message_from_json, message_to_json
+from chatbridge.stores._codec import message_from_json, message_to_json
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.slack._filters import ts_order
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.testbot import ALICE

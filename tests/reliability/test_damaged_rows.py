@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Exchange
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from tests.core.store.helpers import (
     AnyStore,
     exchange,

@@ -31,15 +31,11 @@ from chatbridge.core.models import (
     Usage,
 )
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
+from chatbridge.core.ports.store import LeaseLost
 from chatbridge.core.scheduling import SharedInboxScheduler
-from chatbridge.core.store import LeaseLost, RedisStore
-from chatbridge.core.store._redis_lease import (
-    RedisLeases,
-    fence_key,
-    lease_key,
-    replicated_scheduler,
-)
 from chatbridge.core.texts import say
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.redis._lease import RedisLeases, fence_key, lease_key
 from tests.core.store.helpers import purge_redis
 from tests.support.fakes import RecordingOutbox
 from tests.support.redis_server import redis_unavailable, redis_url
@@ -119,7 +115,10 @@ async def make(prefix: str) -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
     ) -> Replica:
         store = RedisStore(redis_url(), max_entries=100, prefix=prefix)
         await store.open()
-        scheduler = replicated_scheduler(store, ttl=TTL, poll=0.01)
+        replication = store.replication(lease_ttl=TTL, poll=0.01)
+        scheduler = SharedInboxScheduler(
+            store, replication.leases, replication.notices, lease_ttl=TTL
+        )
         settings = EngineSettings(language="en", inject_entries=0, cancel_on_new_message=cancel)
         engine = Engine(
             settings,
@@ -270,7 +269,7 @@ async def test_a_stale_holders_commit_is_refused_and_writes_nothing(prefix: str)
     store = RedisStore(redis_url(), max_entries=10, prefix=prefix)
     await store.open()
     try:
-        leases = RedisLeases(store, ttl=TTL)
+        leases = store.replication(lease_ttl=TTL).leases
         conversation = "telegram:5::5"
         session = Session(conversation, "telegram:5", 1000.0, 1000.0, [Turn("user", "a")])
         entry = MemoryEntry(1000.0, "a", "b", conversation, user="telegram:5")

@@ -31,7 +31,7 @@ import pytest
 import redis
 
 from chatbridge.core.models import InboxEntry
-from chatbridge.core.store.redis_store import RedisStore
+from chatbridge.stores.redis import RedisStore
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from tests.core.store.helpers import AnyStore, Stores, exchange, new_store, opened
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chatbridge.core.models import ChatKind
-from chatbridge.core.store import DEDUPE_WINDOW
+from chatbridge.core.ports.store import DEDUPE_WINDOW
 from tests.core.store.helpers import (
     AnyStore,
     Stores,

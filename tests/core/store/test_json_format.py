@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import MemoryEntry
-from chatbridge.core.store import JsonStore, StoreError
+from chatbridge.core.ports.store import StoreError
+from chatbridge.stores.json import JsonStore
 from tests.core.store.helpers import exchange, snapshot
 from tests.support.closing import Closing
 

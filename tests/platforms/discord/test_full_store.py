@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 
-from aiohttp import web
-
 from chatbridge.core.texts import say
 from chatbridge.platforms.discord import DiscordPlatform
 from tests.platforms.discord.conftest import ALLOWED, discord_config
@@ -34,7 +32,6 @@ async def test_refused_dms_get_one_notice_and_are_answered_once_space_is_back(
     platform = DiscordPlatform(
         config=discord_config(fake),
         handler=bot.engine,
-        server=web.Application(),
         guild_ready_timeout=0.05,
         cursors=bot.engine.store,
         say=bot.engine.settings.say,

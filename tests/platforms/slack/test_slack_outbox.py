@@ -32,7 +32,7 @@ def _message(channel: str = ev.CHANNEL, thread: str = QUESTION_TS) -> IncomingMe
 
 @pytest.fixture
 async def platform(fake: FakeSlack) -> AsyncIterator[SlackPlatform]:
-    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine(), server=web.Application())
+    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine())
     await slack.start()
     yield slack
     await slack.aclose()
@@ -98,7 +98,7 @@ async def test_a_malformed_web_api_answer_is_a_delivery_error(
     base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/api/"
     try:
         config = slack_config(fake, mode="http", base_url=base_url)
-        slack = closing(SlackPlatform(config=config, handler=NoEngine(), server=web.Application()))
+        slack = closing(SlackPlatform(config=config, handler=NoEngine()))
         await slack.start()
         outbox = slack.outbox(_message())
         with pytest.raises(DeliveryError):
@@ -124,7 +124,7 @@ async def test_typing_sets_the_thread_status_and_never_raises(
 
 async def test_without_assistant_write_no_status_is_tried(fake: FakeSlack) -> None:
     fake.scopes.discard("assistant:write")
-    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine(), server=web.Application())
+    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine())
     await slack.start()
     try:
         await slack.outbox(_message()).typing()

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from chatbridge.config import TelegramConfig
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.engine import Engine
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.base import Outbox
@@ -103,8 +104,9 @@ async def launch(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Lau
             config=telegram_config(fake, **cfg),
             handler=engine,
             commands=engine.commands,
-            server=server,
         )
+        if server is not None:
+            mount(server, platform.routes)
         engine.attach(platform.name, platform.outbox)
         started.append(platform)
         await platform.start()

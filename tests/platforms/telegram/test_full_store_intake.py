@@ -16,7 +16,7 @@ import pytest
 
 from chatbridge.core.app.serve import _Readiness
 from chatbridge.core.engine import EngineSettings
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.telegram import TelegramPlatform
 from tests.core.store.helpers import inbox_entry

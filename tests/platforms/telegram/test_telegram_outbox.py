@@ -8,9 +8,8 @@ import pytest
 from telegram import Bot
 
 from chatbridge.core.models import IncomingMessage
-from chatbridge.platforms._runtime import ChatGate
 from chatbridge.platforms.base import DeliveryError, DeliveryRetry, Outbox
-from chatbridge.platforms.telegram import TelegramOutbox, message_ref
+from chatbridge.platforms.telegram import TelegramOutbox, sent_message, telegram_delivery
 from tests.platforms.telegram.conftest import Launch, StandInEngine
 from tests.support.fake_telegram import FakeTelegram
 
@@ -46,7 +45,7 @@ async def test_send_returns_a_chat_and_message_reference(
     first = await outbox.send("one")
     second = await outbox.send("two")
     ids = [m.message_id for m in fake.messages(CHAT) if m.sender["is_bot"]]
-    assert [first, second] == [message_ref(CHAT, i) for i in ids]
+    assert [first, second] == [sent_message(CHAT, i) for i in ids]
     assert first == f"{CHAT}:{ids[0]}"  # a plain string: it is stored with the inbox entry
     # A reference is all an edit needs, e.g. one from another outbox after a restart.
     await TelegramOutbox(bot, CHAT).edit(first, "one, edited")
@@ -57,7 +56,7 @@ async def test_edit_of_a_bad_reference_is_a_delivery_error(outbox: TelegramOutbo
     with pytest.raises(DeliveryError):
         await outbox.edit("not-a-reference", "text")
     with pytest.raises(DeliveryError):
-        await outbox.edit(message_ref(CHAT, 999), "text")  # Telegram: message to edit not found
+        await outbox.edit(sent_message(CHAT, 999), "text")  # Telegram: message to edit not found
 
 
 async def test_failures_outside_telegram_are_delivery_errors(fake: FakeTelegram) -> None:
@@ -74,8 +73,10 @@ async def test_flood_control_delays_later_calls_into_that_chat_only(
     fake: FakeTelegram, bot: Bot
 ) -> None:
     fake.push_text(200, 200, "hi")
-    gate = ChatGate()  # the platform shares one between all its outboxes
-    first, later, other = (TelegramOutbox(bot, chat, gate=gate) for chat in (CHAT, CHAT, 200))
+    delivery = telegram_delivery()  # the platform shares one (its chat gate) between its outboxes
+    first, later, other = (
+        TelegramOutbox(bot, chat, delivery=delivery) for chat in (CHAT, CHAT, 200)
+    )
     fake.fail_next("sendMessage", retry_after=1)
     with pytest.raises(DeliveryRetry):
         await first.send("refused")

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from pydantic import SecretStr
 
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
 from chatbridge.platforms.telegram import WEBHOOK_PATH, TelegramPlatform
 from tests.platforms.telegram.conftest import WEBHOOK_SECRET, StandInEngine, telegram_config
@@ -32,9 +33,8 @@ async def serve(fake: FakeTelegram, engine: StandInEngine) -> AsyncIterator[Serv
     config = telegram_config(
         fake, mode="webhook", webhook_url=PUBLIC_URL, webhook_secret=SecretStr(WEBHOOK_SECRET)
     )
-    platform = TelegramPlatform(
-        config=config, handler=engine, commands=engine.commands, server=server
-    )
+    platform = TelegramPlatform(config=config, handler=engine, commands=engine.commands)
+    mount(server, platform.routes)
     engine.attach(platform.name, platform.outbox)
     runner = web.AppRunner(server)
     await runner.setup()  # freezes the router: the route must already be there
@@ -173,4 +173,4 @@ def test_webhook_mode_requires_a_secret(fake: FakeTelegram) -> None:
     # ...and so does the platform, for a section that skipped that check.
     unchecked = telegram_config(fake, enabled=False, mode="webhook", webhook_url=PUBLIC_URL)
     with pytest.raises(ValueError, match="secret"):
-        TelegramPlatform(config=unchecked, handler=StandInEngine(), server=web.Application())
+        TelegramPlatform(config=unchecked, handler=StandInEngine())

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from chatbridge.core.models import InboxEntry, MemoryEntry, Session, Usage
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import StoreError
+from chatbridge.stores._codec import (
     corrupt,
     entry_from_json,
     entry_to_json,
@@ -31,7 +32,6 @@ from chatbridge.core.store._codec import (
     undecodable,
     unreadable,
 )
-from chatbridge.core.store.base import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -34,14 +34,14 @@ import sqlite3
 from typing import Any
 
 from chatbridge.core.models import InboxEntry
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import DEDUPE_WINDOW
+from chatbridge.stores._codec import (
     answer_to_json,
     message_from_json,
     message_to_json,
     sent_from_json,
     sent_to_json,
 )
-from chatbridge.core.store.base import DEDUPE_WINDOW
 
 # Added after files were first made with schema 1, hence also created at connect.
 INBOX_TABLE = """

@@ -1,4 +1,21 @@
-"""The store Protocol every backend (sqlite, json, redis) implements.
+"""The store's contracts: what every backend (`chatbridge.stores.sqlite`,
+`.redis`, `.json`) implements, and what the rest of chatbridge asks of it.
+
+`Store` is one object made of small contracts, so a part of core can ask for
+the slice it uses (`Inbox`, `Ledger`, `Links`, `ChannelCursors`, ...):
+
+    Store        open / aclose (also `async with`), replication
+    ├── Sessions         load_session, save_session
+    ├── Memory           commit_exchange, ring, forget, usage
+    ├── Inbox            inbox_add, _progress, _done, _pending, _pending_of, _is_pending
+    ├── ChannelCursors   cursor_advance, cursors
+    ├── Ledger           ledger_reserve, _settle, _snapshots, _rows
+    └── Links            link_offer, _take, _attempt, _join, _split, _group
+
+A store shared by replicas (Redis) also gives the conversation leases and
+cancel notices the replicas' scheduler needs (`Store.replication`); the
+others give none. The composition root opens a store by its settings
+(`StoreSettings`, `chatbridge.stores.open_store`) and never names a backend.
 
 Error tree::
 
@@ -9,7 +26,12 @@ Error tree::
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self
 
 from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
 from chatbridge.core.models import (
@@ -22,20 +44,55 @@ from chatbridge.core.models import (
     Usage,
 )
 
+__all__ = [
+    "DEDUPE_WINDOW",
+    "CancelNotices",
+    "ChannelCursors",
+    "ConversationLeases",
+    "Inbox",
+    "Lease",
+    "LeaseLost",
+    "Ledger",
+    "Links",
+    "Memory",
+    "Replication",
+    "Sessions",
+    "Store",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreSettings",
+]
 
-class Store(Protocol):
-    """Sessions, memory rings and usage counters.
 
-    `commit_exchange` is the main write on the hot path and is atomic: after it
-    returns, a killed process still finds the session, the ring entry and the
-    usage on restart; before it returns, none of them.
-    """
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """What opens a store: the backend's name and where its data is.
+
+    `path` is used by "sqlite" and "json", `url` only by "redis"."""
+
+    backend: str
+    path: Path
+    url: str
+    max_entries: int
+
+
+class Sessions(Protocol):
+    """The sessions by key (a session is the conversation's recent turns)."""
 
     async def load_session(self, key: str) -> Session | None: ...
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
         """Replace the stored session for `key`; `None` deletes it (/new)."""
         ...
+
+
+class Memory(Protocol):
+    """What is remembered of each exchange: the session, the user's ring, usage.
+
+    `commit_exchange` is the main write on the hot path and is atomic: after it
+    returns, a killed process still finds the session, the ring entry and the
+    usage on restart; before it returns, none of them.
+    """
 
     async def commit_exchange(self, exchange: Exchange) -> None:
         """Store session + ring entry + usage at once, then trim the ring.
@@ -72,53 +129,73 @@ class Store(Protocol):
 
     async def usage(self, user: str, *, day: str) -> Usage: ...
 
-    async def aclose(self) -> None:
-        """Flush and release files/connections; safe to call twice."""
+
+class ChannelCursors(Protocol):
+    """Where a platform that never redelivers keeps its place in each channel.
+
+    Discord replays nothing sent while no gateway session was live, so its
+    adapter records, per channel, the newest message it handed to the inbox and
+    reads what came after it on start and after a lost session (its catch-up).
+    """
+
+    async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
+        """Record `last_id` as handled in `channel` at wall time `at`, durably.
+
+        A cursor never moves back: a smaller `last_id` than the stored one
+        keeps the stored one (and `at` only ever moves forward too).
+        """
         ...
 
-    # The inbox (see `Inbox`) is part of every store.
-    async def inbox_add(self, entry: InboxEntry) -> bool: ...
+    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
+        """The channels of `platform` with traffic at or after `since`, the
+        most recent first, at most `limit`. Channels quieter than `since` are
+        forgotten (deleted) on the way."""
+        ...
 
-    async def inbox_progress(
-        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
-    ) -> None: ...
 
-    async def inbox_done(self, key: str) -> None: ...
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A conversation's turn, held. `fence` is the fencing ticket a store commit
+    checks (it grows with every new holder); 0 for an in-process lock."""
 
-    async def inbox_pending(self) -> list[InboxEntry]: ...
+    key: str
+    fence: int = 0
 
-    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]: ...
 
-    async def inbox_is_pending(self, key: str) -> bool: ...
+class ConversationLeases(Protocol):
+    """Grants one holder at a time per conversation key, FIFO within a process."""
 
-    # Channel cursors (see `core.ports.ChannelCursors`) are part of every store.
-    async def cursor_advance(
-        self, platform: str, channel: str, last_id: int, *, at: float
-    ) -> None: ...
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
+        """Wait for `key`'s turn and keep it (alive, for a lease with a timeout)
+        until the block is left."""
+        ...
 
-    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]: ...
+    async def is_held(self, key: str) -> bool:
+        """True while some holder (here or elsewhere) has `key`'s turn."""
+        ...
 
-    # The limits ledger (see `Ledger`) is part of every store.
-    async def ledger_reserve(self, hold: Hold) -> Verdict: ...
 
-    async def ledger_settle(self, settlement: Settlement) -> None: ...
+class CancelNotices(Protocol):
+    """Cancel mode across replicas: tells the others that a conversation got a
+    newer message, so they stop their reply to an older one."""
 
-    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]: ...
+    async def publish(self, key: str, *, received_at: float) -> None:
+        """Announce a message for conversation `key` received at `received_at`."""
+        ...
 
-    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]: ...
+    def listen(self, on_notice: Callable[[str, float], None]) -> AbstractAsyncContextManager[None]:
+        """Call `on_notice(key, received_at)` for other replicas' notices while
+        the block runs (subscribed once it is entered)."""
+        ...
 
-    # Links between platform IDs (see `Links`) are part of every store.
-    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None: ...
 
-    async def link_take(self, code_hash: str, *, now: float) -> str | None: ...
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """What replicas sharing one store use to take turns: the conversation
+    leases and the cancel notices, both in the shared store."""
 
-    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None: ...
-
-    async def link_join(self, first: str, second: str) -> str: ...
-
-    async def link_split(self, user: str) -> bool: ...
-
-    async def link_group(self, user: str) -> tuple[str, ...]: ...
+    leases: ConversationLeases
+    notices: CancelNotices
 
 
 class Links(Protocol):
@@ -164,7 +241,11 @@ class Ledger(Protocol):
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         """Atomically: record `hold` if it fits every limit of every account
         (`core.ledger.decide`, unexpired holds included); else count a refusal
-        on each account and record a rate notice when the verdict notifies."""
+        on each account and record a rate notice when the verdict notifies.
+        With `hold.sender`, first read that ID's link in the same atomic step:
+        the hold must be on its person's account, else nothing is written and
+        the verdict is `core.ledger.moved` (so a link made by any replica
+        counts from the next message on, with no lookup of its own)."""
         ...
 
     async def ledger_settle(self, settlement: Settlement) -> None:
@@ -240,3 +321,31 @@ class StoreCorrupt(StoreError):
 
 class LeaseLost(StoreError):
     """Another replica took the conversation's lease; the exchange was not written."""
+
+
+class Store(Sessions, Memory, Inbox, ChannelCursors, Ledger, Links, Protocol):
+    """Everything chatbridge keeps, in one backend; opened before use (or
+    entered with `async with`, which opens it and closes it on the way out)."""
+
+    async def open(self) -> None:
+        """Create or check the file / connect, once, before any other call;
+        raises `StoreError` (naming the file or URL) when the store cannot be used."""
+        ...
+
+    async def aclose(self) -> None:
+        """Flush and release files/connections; safe to call twice."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def replication(self, *, lease_ttl: float) -> Replication | None:
+        """The leases (expiring `lease_ttl` s after their holder died) and
+        notices of a store shared by replicas; None for a single-process store."""
+        ...

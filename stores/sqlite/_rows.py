@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from chatbridge.core.store._sqlite_check import COLUMNS
+from chatbridge.stores.sqlite._check import COLUMNS
 
 __all__ = ["DamagedRow", "RowReader", "chained", "reason"]
 
 log = logging.getLogger(__name__)
 
-# The identity columns the reads select first; not in `_sqlite_check.COLUMNS`.
+# The identity columns the reads select first; not in `_check.COLUMNS`.
 _IDS = {"rowid": ("integer",), "id": ("integer",)}
 _EXTRA: dict[str, dict[str, tuple[str, ...]]] = {
     "cursors": {

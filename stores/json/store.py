@@ -11,7 +11,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.ledger import (
+    Hold,
+    LedgerBook,
+    LedgerRow,
+    Settlement,
+    Snapshot,
+    Verdict,
+    moved,
+)
 from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
@@ -22,7 +30,9 @@ from chatbridge.core.models import (
     Session,
     Usage,
 )
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreError
+from chatbridge.stores._base import StoreBase
+from chatbridge.stores._codec import (
     TOMBSTONE_KEEP,
     answer_to_json,
     copy_session,
@@ -33,7 +43,7 @@ from chatbridge.core.store._codec import (
     unreadable,
     user_hash,
 )
-from chatbridge.core.store._json_files import (
+from chatbridge.stores.json._files import (
     State,
     atomic_write,
     read_ring,
@@ -41,7 +51,7 @@ from chatbridge.core.store._json_files import (
     ring_bytes,
     state_bytes,
 )
-from chatbridge.core.store._json_ledger import (
+from chatbridge.stores.json._ledger import (
     book_bytes,
     ledger_path,
     links_bytes,
@@ -49,12 +59,11 @@ from chatbridge.core.store._json_ledger import (
     read_book,
     read_links,
 )
-from chatbridge.core.store.base import DEDUPE_WINDOW, StoreError
 
 T = TypeVar("T")
 
 
-class JsonStore:
+class JsonStore(StoreBase):
     """Everything in memory; every write rewrites whole files (O(total size) per commit).
 
     Meant for small installs and for migrating from the seed; use SQLite beyond
@@ -311,8 +320,13 @@ class JsonStore:
         return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
-        """Decide in memory, then rewrite the ledger file (`_json_ledger`)."""
+        """Decide in memory, then rewrite the ledger file (`_ledger`)."""
         self._live()
+        if hold.sender:
+            group = self._links.group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         return self._ledger_write(lambda book: book.reserve(hold))
 
     async def ledger_settle(self, settlement: Settlement) -> None:

@@ -31,10 +31,10 @@ session keys may contain ':' (``telegram:579304651``,
                                     a redelivery meanwhile
     P inbox-seq              STRING the counter that numbers entries (seq)
     P lease:{conversation}   STRING the replica holding the conversation's turn
-    P fence:{conversation}   STRING its fencing counter (`_redis_lease`)
+    P fence:{conversation}   STRING its fencing counter (`_lease`)
     P cursor-ids:{platform}  HASH   channel -> newest handled message ID, and
     P cursor-times:{platform} ZSET  channel by the time of its last traffic
-                                    (`_redis_cursors`; both expire after `ttl`)
+                                    (`_cursors`; both expire after `ttl`)
 
 Expiry: Redis is shared infrastructure, so nothing lives forever. Every write
 refreshes the expiry of the keys it touches: rings, sessions, turns and
@@ -54,7 +54,7 @@ touch (and that the usage counters are integers) in one round trip, and runs
 MULTI/EXEC only if all are absent or as above; otherwise it raises
 `StoreCorrupt` naming the key and writes nothing. The inbox calls that read
 before they write (add, progress, done) are each one Lua script instead, which
-does the same checks first (`_redis_inbox`). Writes do not WATCH: our own
+does the same checks first (`_inbox`). Writes do not WATCH: our own
 clients only ever create the types above, and optimistic locking starves
 under concurrent commits for one user (every EXEC but one aborts). The one
 exception is a commit with a fence (`Exchange.fence`, from a lease): it
@@ -113,8 +113,20 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
-from chatbridge.core.models import Exchange, MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store._codec import (
+from chatbridge.core.ledger import Hold, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.models import (
+    ChannelCursor,
+    Conversation,
+    Exchange,
+    InboxEntry,
+    MemoryEntry,
+    Session,
+    Turn,
+    Usage,
+)
+from chatbridge.core.ports.store import LeaseLost, Replication
+from chatbridge.stores._base import StoreBase
+from chatbridge.stores._codec import (
     entry_from_json,
     entry_to_json,
     forgotten_since,
@@ -123,48 +135,84 @@ from chatbridge.core.store._codec import (
     undecodable,
     user_hash,
 )
-from chatbridge.core.store._redis_conn import BACKOFF, COUNTERS, DEFAULT_TTL, MAX_ATTEMPTS
-from chatbridge.core.store._redis_lease import fence_key
-from chatbridge.core.store._redis_links import RedisLinks
-from chatbridge.core.store.base import LeaseLost
+from chatbridge.stores.redis._conn import (
+    BACKOFF,
+    COUNTERS,
+    DEFAULT_TTL,
+    MAX_ATTEMPTS,
+    RedisConnection,
+)
+from chatbridge.stores.redis._cursors import RedisCursors
+from chatbridge.stores.redis._inbox import RedisInbox
+from chatbridge.stores.redis._lease import DEFAULT_POLL, RedisLeases, RedisNotices, fence_key
+from chatbridge.stores.redis._ledger import RedisLedger
+from chatbridge.stores.redis._links import RedisLinks
 
 __all__ = ["DEFAULT_TTL", "RedisStore"]
 
 
-class RedisStore(RedisLinks):
+class RedisStore(StoreBase):
     """Sessions, rings, usage and the inbox in Redis; see the module docstring
-    for the key layout. The constructor is `RedisConnection`'s:
-    ``RedisStore(url, *, max_entries, prefix="chatbridge:", ttl=DEFAULT_TTL)``."""
+    for the key layout. Sessions and memory are here; the other contracts are
+    parts over the same connection (`_inbox`, `_cursors`, `_ledger`,
+    `_links`), and so are the leases and notices of `replication`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_entries: int,
+        prefix: str = "chatbridge:",
+        ttl: float = DEFAULT_TTL,
+    ) -> None:
+        self._db = RedisConnection(url, max_entries=max_entries, prefix=prefix, ttl=ttl)
+        self._inbox = RedisInbox(self._db)
+        self._cursors = RedisCursors(self._db)
+        self._ledger = RedisLedger(self._db)
+        self._links = RedisLinks(self._db)
+
+    async def open(self) -> None:
+        """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
+        await self._db.open()
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        await self._db.aclose()
+
+    def replication(self, *, lease_ttl: float, poll: float = DEFAULT_POLL) -> Replication:
+        """Leases and cancel notices in this store's Redis, for replicas; a
+        waiting holder polls a taken lease every `poll` s."""
+        return Replication(RedisLeases(self._db, ttl=lease_ttl, poll=poll), RedisNotices(self._db))
 
     # -- keys ---------------------------------------------------------------
 
     def _ring_key(self, user: str) -> str:
-        return f"{self._prefix}ring:{user}"
+        return f"{self._db.prefix}ring:{user}"
 
     def _session_key(self, key: str) -> str:
-        return f"{self._prefix}session:{key}"
+        return f"{self._db.prefix}session:{key}"
 
     def _turns_key(self, key: str) -> str:
-        return f"{self._prefix}turns:{key}"
+        return f"{self._db.prefix}turns:{key}"
 
     def _sessions_set(self, user: str) -> str:
-        return f"{self._prefix}user-sessions:{user}"
+        return f"{self._db.prefix}user-sessions:{user}"
 
     def _usage_key(self, user: str, day: str) -> str:
         day = day.replace("%", "%25").replace(":", "%3A")
-        return f"{self._prefix}usage:{day}:{user}"
+        return f"{self._db.prefix}usage:{day}:{user}"
 
     def _days_set(self, user: str) -> str:
-        return f"{self._prefix}user-days:{user}"
+        return f"{self._db.prefix}user-days:{user}"
 
     def _tombstone_key(self, user: str) -> str:
-        return f"{self._prefix}forgotten:{user_hash(user)}"
+        return f"{self._db.prefix}forgotten:{user_hash(user)}"
 
     # -- the Store protocol -------------------------------------------------
 
     async def load_session(self, key: str) -> Session | None:
         hkey, tkey = self._session_key(key), self._turns_key(key)
-        fields, raw_turns = await self._read(
+        fields, raw_turns = await self._db.read(
             [(hkey, "hgetall", ()), (tkey, "lrange", (0, -1))], transaction=True
         )
         if not fields:
@@ -177,7 +225,7 @@ class RedisStore(RedisLinks):
         except (KeyError, ValueError):
             # A damaged session costs the session (a fresh one starts; its next
             # commit rewrites the hash), not the conversation.
-            self._skip(hkey, "session")
+            self._db.skip(hkey, "session")
             return None
         return Session(key, user, started_at, last_active, self._turns(tkey, raw_turns))
 
@@ -186,8 +234,8 @@ class RedisStore(RedisLinks):
         if session is None:
             # DEL works on any type, so there is nothing to check; the owner's
             # user-sessions entry goes stale (forget checks ownership).
-            client = self._conn()
-            with self._errors("write"):
+            client = self._db.client()
+            with self._db.errors("write"):
                 await client.delete(hkey, tkey)
             return
         owned = self._sessions_set(session.user)
@@ -200,9 +248,9 @@ class RedisStore(RedisLinks):
                 tx.rpush(tkey, *turns)
             tx.sadd(owned, key)
             for k in (hkey, tkey, owned):
-                tx.pexpire(k, self._ttl_ms)
+                tx.pexpire(k, self._db.ttl_ms)
 
-        await self._transaction({hkey: "hash", tkey: "list", owned: "set"}, queue)
+        await self._db.transaction({hkey: "hash", tkey: "list", owned: "set"}, queue)
 
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One MULTI/EXEC: session, its new turns, ring entry (filed under
@@ -229,8 +277,8 @@ class RedisStore(RedisLinks):
 
         def queue(tx: Pipeline) -> None:
             tx.get(tomb)  # first: did a forget land after the check below?
-            self._queue_inbox_done(tx, exchange.inbox_key)
-            self._queue_settle(tx, exchange.settlement)
+            self._inbox.queue_done(tx, exchange.inbox_key)
+            self._ledger.queue_settle(tx, exchange.settlement)
             tx.hset(hkey, mapping=_session_fields(session))
             if added:
                 tx.rpush(tkey, *added)
@@ -240,27 +288,27 @@ class RedisStore(RedisLinks):
                 tx.delete(tkey)
             tx.sadd(owned, key)
             tx.rpush(rkey, entry)
-            tx.ltrim(rkey, -self._max, -1)
+            tx.ltrim(rkey, -self._db.max_entries, -1)
             tx.hincrby(ukey, "input_tokens", usage.input_tokens)
             tx.hincrby(ukey, "output_tokens", usage.output_tokens)
             tx.sadd(days, exchange.day)
             for k in (hkey, tkey, owned, rkey):
-                tx.pexpire(k, self._ttl_ms)
-            tx.pexpire(ukey, self._usage_ttl_ms)
-            tx.pexpire(days, max(self._ttl_ms, self._usage_ttl_ms))
+                tx.pexpire(k, self._db.ttl_ms)
+            tx.pexpire(ukey, self._db.usage_ttl_ms)
+            tx.pexpire(days, max(self._db.ttl_ms, self._db.usage_ttl_ms))
 
         expect = {hkey: "hash", tkey: "list", owned: "set", rkey: "list", ukey: "hash", days: "set"}
         expect[tomb] = "string"
-        expect |= self._inbox_types(exchange.inbox_key)
-        client = self._conn()
-        with self._errors("write"):
-            at = await self._check_types(expect, ukey, tombstone=tomb)
+        expect |= self._inbox.done_types(exchange.inbox_key)
+        client = self._db.client()
+        with self._db.errors("write"):
+            at = await self._db.check_types(expect, ukey, tombstone=tomb)
             if forgotten_since(at, session.started_at):
                 if exchange.inbox_key:  # answered all the same: no redelivery
                     await self.inbox_done(exchange.inbox_key)
                 if exchange.settlement is not None:  # and the tokens were used
                     await self.ledger_settle(exchange.settlement)
-                return  # a reply in flight during forget(); see base.Store.forget
+                return  # a reply in flight during forget(); see Memory.forget
             async with client.pipeline(transaction=True) as tx:
                 if exchange.fence > 0:
                     await self._check_fence(tx, exchange)
@@ -270,26 +318,26 @@ class RedisStore(RedisLinks):
                     results = await tx.execute()
                 except WatchError as err:  # a new holder INCRed the fence meanwhile
                     raise self._lease_lost(exchange) from err
-        if forgotten_since(self._tombstone_at(tomb, results[0]), session.started_at):
+        if forgotten_since(self._db.tombstone_at(tomb, results[0]), session.started_at):
             await self._erase(user, at=None, also=(hkey, tkey))  # forget won the race
 
     async def _check_fence(self, tx: Pipeline, exchange: Exchange) -> None:
         """WATCH the conversation's fence and raise `LeaseLost` if a newer holder
         already took it; the WATCH makes the commit's EXEC fail if one takes it
         before the EXEC."""
-        fkey = fence_key(self._prefix, exchange.fence_key)
+        fkey = fence_key(self._db.prefix, exchange.fence_key)
         await tx.watch(fkey)
         current = await tx.get(fkey)
         try:
             newer = current is not None and int(current) > exchange.fence
         except ValueError as err:
-            raise self._corrupt(fkey, f"fence {current!r} is not an integer") from err
+            raise self._db.corrupt(fkey, f"fence {current!r} is not an integer") from err
         if newer:
             raise self._lease_lost(exchange)
 
     def _lease_lost(self, exchange: Exchange) -> LeaseLost:
         return LeaseLost(
-            f"the lease on {exchange.fence_key} at {self._shown} passed to another replica "
+            f"the lease on {exchange.fence_key} at {self._db.shown} passed to another replica "
             f"(fence {exchange.fence} is stale); the exchange was not stored"
         )
 
@@ -298,7 +346,7 @@ class RedisStore(RedisLinks):
         if not user:
             return []
         rkey = self._ring_key(user)
-        (raw,) = await self._read([(rkey, "lrange", (0, -1))])
+        (raw,) = await self._db.read([(rkey, "lrange", (0, -1))])
         entries = []
         for index, item in enumerate(raw):
             try:
@@ -306,9 +354,9 @@ class RedisStore(RedisLinks):
                     raise ValueError("not UTF-8")
                 entries.append(entry_from_json(json.loads(item)))
             except ValueError:  # json.JSONDecodeError is a ValueError; a damaged entry is skipped
-                self._skip(rkey, index)
+                self._db.skip(rkey, index)
         newer = [e for e in entries if e.timestamp > since]
-        return newer[-self._max :]
+        return newer[-self._db.max_entries :]
 
     async def forget(self, user: str) -> None:
         """DEL the user's ring, usage days and own sessions and SET the
@@ -323,20 +371,20 @@ class RedisStore(RedisLinks):
         """`forget`'s transaction: DEL the user's keys and `also`; SET the tombstone
         to `at` unless it is None (a commit cleaning up after a lost race)."""
         owned, days = self._sessions_set(user), self._days_set(user)
-        tomb, tomb_ms = self._tombstone_key(user), max(self._ttl_ms, self._usage_ttl_ms)
-        client = self._conn()
-        with self._errors("forget"):
+        tomb, tomb_ms = self._tombstone_key(user), max(self._db.ttl_ms, self._db.usage_ttl_ms)
+        client = self._db.client()
+        with self._db.errors("forget"):
             for attempt in range(MAX_ATTEMPTS):
                 async with client.pipeline(transaction=True) as tx:
                     try:
                         await tx.watch(owned, days)
-                        keys, day_names = await self._read(
+                        keys, day_names = await self._db.read(
                             [(owned, "smembers", ()), (days, "smembers", ())]
                         )
                         hkeys = [self._session_key(k) for k in sorted(keys)]
                         if hkeys:
                             await tx.watch(*hkeys)
-                        owners = await self._read([(h, "hget", ("user",)) for h in hkeys])
+                        owners = await self._db.read([(h, "hget", ("user",)) for h in hkeys])
                         doomed = [self._ring_key(user), owned, days]
                         doomed += [self._usage_key(user, d) for d in sorted(day_names)]
                         for k, owner in zip(sorted(keys), owners, strict=True):
@@ -354,12 +402,70 @@ class RedisStore(RedisLinks):
                         pass
                 # Jittered backoff, so a user's commits in between let forget through.
                 await asyncio.sleep(random.uniform(0, BACKOFF * (attempt + 1)))
-        raise self._busy("forget")
+        raise self._db.busy("forget")
 
     async def usage(self, user: str, *, day: str) -> Usage:
         ukey = self._usage_key(user, day)
-        (values,) = await self._read([(ukey, "hmget", (list(COUNTERS),))])
-        return Usage(*(self._counter(ukey, v) for v in values))
+        (values,) = await self._db.read([(ukey, "hmget", (list(COUNTERS),))])
+        return Usage(*(self._db.counter(ukey, v) for v in values))
+
+    # -- the parts ----------------------------------------------------------
+
+    async def inbox_add(self, entry: InboxEntry) -> bool:
+        return await self._inbox.inbox_add(entry)
+
+    async def inbox_progress(
+        self, key: str, *, sent: tuple[str, ...], answer: str | None = None
+    ) -> None:
+        await self._inbox.inbox_progress(key, sent=sent, answer=answer)
+
+    async def inbox_done(self, key: str) -> None:
+        await self._inbox.inbox_done(key)
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        return await self._inbox.inbox_pending()
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        return await self._inbox.inbox_pending_of(conversation)
+
+    async def inbox_is_pending(self, key: str) -> bool:
+        return await self._inbox.inbox_is_pending(key)
+
+    async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
+        await self._cursors.cursor_advance(platform, channel, last_id, at=at)
+
+    async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
+        return await self._cursors.cursors(platform, since=since, limit=limit)
+
+    async def ledger_reserve(self, hold: Hold) -> Verdict:
+        return await self._ledger.ledger_reserve(hold)
+
+    async def ledger_settle(self, settlement: Settlement) -> None:
+        await self._ledger.ledger_settle(settlement)
+
+    async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
+        return await self._ledger.ledger_snapshots(hold)
+
+    async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
+        return await self._ledger.ledger_rows(since_day=since_day)
+
+    async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
+        await self._links.link_offer(user, code_hash, expires_at=expires_at)
+
+    async def link_take(self, code_hash: str, *, now: float) -> str | None:
+        return await self._links.link_take(code_hash, now=now)
+
+    async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
+        return await self._links.link_attempt(user, now=now, failed=failed)
+
+    async def link_join(self, first: str, second: str) -> str:
+        return await self._links.link_join(first, second)
+
+    async def link_split(self, user: str) -> bool:
+        return await self._links.link_split(user)
+
+    async def link_group(self, user: str) -> tuple[str, ...]:
+        return await self._links.link_group(user)
 
     # -- helpers ------------------------------------------------------------
 
@@ -372,7 +478,7 @@ class RedisStore(RedisLinks):
                     raise ValueError("not UTF-8")
                 turns += turns_from_json([json.loads(item)])
             except ValueError:
-                self._skip(tkey, index)
+                self._db.skip(tkey, index)
         return turns
 
 

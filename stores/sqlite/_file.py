@@ -6,19 +6,19 @@ import os
 import sqlite3
 from pathlib import Path
 
-from chatbridge.core.store._codec import fsync_dir
-from chatbridge.core.store._sqlite_check import SCHEMA_VERSION, in_use, is_locked
-from chatbridge.core.store._sqlite_cursors import CURSORS_MARKER, CURSORS_TABLE
-from chatbridge.core.store._sqlite_inbox import (
+from chatbridge.core.ports.store import StoreError
+from chatbridge.stores._codec import fsync_dir
+from chatbridge.stores.sqlite._check import SCHEMA_VERSION, in_use, is_locked
+from chatbridge.stores.sqlite._cursors import CURSORS_MARKER, CURSORS_TABLE
+from chatbridge.stores.sqlite._inbox import (
     CONVERSATION_MARKER,
     CONVERSATION_MIGRATION,
     INBOX_MARKER,
     INBOX_TABLE,
 )
-from chatbridge.core.store._sqlite_ledger import LEDGER_MARKER, LEDGER_TABLES
-from chatbridge.core.store._sqlite_links import LINKS_MARKER, LINKS_TABLES
-from chatbridge.core.store._sqlite_wal import WalMarker
-from chatbridge.core.store.base import StoreError
+from chatbridge.stores.sqlite._ledger import LEDGER_MARKER, LEDGER_TABLES
+from chatbridge.stores.sqlite._links import LINKS_MARKER, LINKS_TABLES
+from chatbridge.stores.sqlite._wal import WalMarker
 
 # Tombstones of forgotten ring owners (SHA-256 of the user ID, wall-clock time
 # of the forget), so a reply in flight during `forget` cannot write back.
@@ -101,7 +101,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
             raise sqlite3.OperationalError("WAL mode unavailable")
         db.execute("PRAGMA synchronous = NORMAL")
         # The store runs every checkpoint itself, each after an epoch bump
-        # (see _sqlite_wal); SQLite's own would not bump it.
+        # (see _wal); SQLite's own would not bump it.
         db.execute("PRAGMA wal_autocheckpoint = 0")
         needs_vacuum = db.execute("PRAGMA secure_delete = ON").fetchone() != (1,)
         db.execute("SELECT count(*) FROM meta").fetchone()

@@ -25,7 +25,7 @@ from chatbridge.core.models import (
     Session,
     Turn,
 )
-from chatbridge.core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
 
 ENTRY_FIELDS = ("timestamp", "user_message", "assistant_summary", "session_name", "workdir")
 # Tombstones of `forget` only have to outlive replies in flight at the time.

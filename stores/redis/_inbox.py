@@ -1,4 +1,4 @@
-"""The Redis store's inbox (see `base.Inbox`); the layout is in `redis_store`.
+"""The Redis store's inbox (see `core.ports.store.Inbox`); the layout is in `store`.
 
 Each call that reads before it writes is one Lua script, so it is a single
 atomic step for every client of the server: the redelivery check of two bot
@@ -12,16 +12,14 @@ only that part of the transaction).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from typing import Any, NamedTuple
 
 from redis.asyncio.client import Pipeline
-from redis.exceptions import NoScriptError
 
 from chatbridge.core.models import Conversation, InboxEntry
-from chatbridge.core.store._codec import (
+from chatbridge.core.ports.store import DEDUPE_WINDOW
+from chatbridge.stores._codec import (
     answer_to_json,
     message_from_json,
     message_to_json,
@@ -29,26 +27,8 @@ from chatbridge.core.store._codec import (
     sent_to_json,
     undecodable,
 )
-from chatbridge.core.store._redis_conn import RedisConnection
-from chatbridge.core.store.base import DEDUPE_WINDOW
+from chatbridge.stores.redis._conn import RedisConnection, _lua
 
-
-class _Lua(NamedTuple):
-    text: str
-    sha: str
-
-
-def _lua(body: str) -> _Lua:
-    text = _CHECK + body
-    return _Lua(text, hashlib.sha1(text.encode()).hexdigest())
-
-
-_CHECK = """
-local function check(i, want)
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= want then return {KEYS[i], 'it is a ' .. t .. ', not a ' .. want} end
-end
-"""
 # KEYS: entry, done marker, pending, seq, the conversation's pending.  ARGV:
 # member, received_at, cutoff (a marker at or after it refuses), message, sent,
 # answer, has_answer, ttl_ms, conversation.
@@ -114,23 +94,26 @@ return 0
 _WINDOW_MS = int(DEDUPE_WINDOW * 1000)
 
 
-class RedisInbox(RedisConnection):
-    """The four inbox methods, and what `commit_exchange` needs to mark one done."""
+class RedisInbox:
+    """The inbox methods, and what `commit_exchange` needs to mark one done."""
+
+    def __init__(self, db: RedisConnection) -> None:
+        self._db = db
 
     def _inbox_key(self, key: str) -> str:
-        return f"{self._prefix}inbox:{key}"
+        return f"{self._db.prefix}inbox:{key}"
 
     def _inbox_done_key(self, key: str) -> str:
-        return f"{self._prefix}inbox-done:{key}"
+        return f"{self._db.prefix}inbox-done:{key}"
 
     def _inbox_pending_key(self) -> str:
-        return f"{self._prefix}inbox-pending"
+        return f"{self._db.prefix}inbox-pending"
 
     def _inbox_seq_key(self) -> str:
-        return f"{self._prefix}inbox-seq"
+        return f"{self._db.prefix}inbox-seq"
 
     def _inbox_of_prefix(self) -> str:
-        return f"{self._prefix}inbox-of:"
+        return f"{self._db.prefix}inbox-of:"
 
     async def inbox_add(self, entry: InboxEntry) -> bool:
         key = entry.key
@@ -146,20 +129,20 @@ class RedisInbox(RedisConnection):
             _sent_json(entry.sent),
             answer_to_json(entry.answer) or "",
             "0" if entry.answer is None else "1",
-            str(self._ttl_ms),
+            str(self._db.ttl_ms),
             conversation,
         ]
-        return bool(await self._script(_ADD, keys, args) == 1)
+        return bool(await self._db.script(_ADD, keys, args) == 1)
 
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:
         args = [_sent_json(sent), answer_to_json(answer) or "", "0" if answer is None else "1"]
-        await self._script(_PROGRESS, [self._inbox_key(key)], args)
+        await self._db.script(_PROGRESS, [self._inbox_key(key)], args)
 
     async def inbox_done(self, key: str) -> None:
         keys, args = self._done_call(key)
-        await self._script(_DONE, keys, args)
+        await self._db.script(_DONE, keys, args)
 
     async def inbox_pending(self) -> list[InboxEntry]:
         """Oldest `received_at` first, ties in the order they were added.
@@ -175,9 +158,9 @@ class RedisInbox(RedisConnection):
 
     async def _entries(self, pkey: str) -> list[InboxEntry]:
         """The entries listed in the sorted set `pkey`, in (received_at, seq) order."""
-        (members,) = await self._read([(pkey, "zrange", (0, -1))])
+        (members,) = await self._db.read([(pkey, "zrange", (0, -1))])
         hkeys = [self._inbox_key(m) for m in members]
-        rows = await self._read([(h, "hgetall", ()) for h in hkeys], transaction=True)
+        rows = await self._db.read([(h, "hgetall", ()) for h in hkeys], transaction=True)
         found: list[tuple[tuple[float, int], InboxEntry]] = []
         expired = []
         for member, hkey, fields in zip(members, hkeys, rows, strict=True):
@@ -189,19 +172,19 @@ class RedisInbox(RedisConnection):
                     raise ValueError("not UTF-8")
                 found.append(_entry(member, fields))
             except (KeyError, ValueError):  # json.JSONDecodeError is a ValueError
-                self._skip(hkey, "entry")  # unanswerable: costs this entry only
+                self._db.skip(hkey, "entry")  # unanswerable: costs this entry only
         if expired:  # dropped only if still without an entry
-            await self._script(_UNLIST, [pkey, *(self._inbox_key(m) for m in expired)], expired)
+            await self._db.script(_UNLIST, [pkey, *(self._inbox_key(m) for m in expired)], expired)
         found.sort(key=lambda pair: pair[0])
         return [entry for _, entry in found]
 
     async def inbox_is_pending(self, key: str) -> bool:
-        (found,) = await self._read([(self._inbox_key(key), "exists", ())])
+        (found,) = await self._db.read([(self._inbox_key(key), "exists", ())])
         return bool(found)
 
     # -- for commit_exchange ------------------------------------------------
 
-    def _inbox_types(self, key: str) -> dict[str, str]:
+    def done_types(self, key: str) -> dict[str, str]:
         """The keys marking `key` done touches, with their types, for `_check_types`."""
         if not key:
             return {}
@@ -211,7 +194,7 @@ class RedisInbox(RedisConnection):
             self._inbox_done_key(key): "string",
         }
 
-    def _queue_inbox_done(self, tx: Pipeline, key: str) -> None:
+    def queue_done(self, tx: Pipeline, key: str) -> None:
         """Add marking `key` done to a MULTI (types checked by the caller)."""
         if key:
             keys, args = self._done_call(key)
@@ -220,19 +203,6 @@ class RedisInbox(RedisConnection):
     def _done_call(self, key: str) -> tuple[list[str], list[str]]:
         keys = [self._inbox_key(key), self._inbox_pending_key(), self._inbox_done_key(key)]
         return keys, [key, repr(time.time()), str(_WINDOW_MS), self._inbox_of_prefix()]
-
-    async def _script(self, script: _Lua, keys: list[str], args: list[str]) -> Any:
-        """EVALSHA (EVAL if the server lacks it); a ``[key, reason]`` reply raises
-        `StoreCorrupt` for that key."""
-        client = self._conn()
-        with self._errors("write"):
-            try:
-                result = await client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                result = await client.eval(script.text, len(keys), *keys, *args)
-        if isinstance(result, list):
-            raise self._corrupt(str(result[0]), str(result[1]))
-        return result
 
 
 def _sent_json(sent: tuple[str, ...]) -> str:

@@ -15,7 +15,7 @@ asked from both keys, then reads the most recent ones.
 from __future__ import annotations
 
 from chatbridge.core.models import ChannelCursor
-from chatbridge.core.store._redis_inbox import RedisInbox, _lua
+from chatbridge.stores.redis._conn import RedisConnection, _lua
 
 # KEYS: ids, times.  ARGV: channel, last_id, at, ttl_ms.
 _ADVANCE = _lua("""
@@ -44,27 +44,33 @@ return #quiet
 """)
 
 
-class RedisCursors(RedisInbox):
-    """The two cursor methods, on top of the inbox (whose script runner they use)."""
+class RedisCursors:
+    """The two cursor methods, over the store's connection."""
+
+    def __init__(self, db: RedisConnection) -> None:
+        self._db = db
 
     def _cursor_keys(self, platform: str) -> list[str]:
-        return [f"{self._prefix}cursor-ids:{platform}", f"{self._prefix}cursor-times:{platform}"]
+        return [
+            f"{self._db.prefix}cursor-ids:{platform}",
+            f"{self._db.prefix}cursor-times:{platform}",
+        ]
 
     async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
-        args = [channel, str(int(last_id)), repr(float(at)), str(self._ttl_ms)]
-        await self._script(_ADVANCE, self._cursor_keys(platform), args)
+        args = [channel, str(int(last_id)), repr(float(at)), str(self._db.ttl_ms)]
+        await self._db.script(_ADVANCE, self._cursor_keys(platform), args)
 
     async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
         """A member whose ID is missing or not a number (damaged) is skipped."""
         ids, times = self._cursor_keys(platform)
-        await self._script(_FORGET_QUIET, [ids, times], [repr(float(since))])
-        (recent,) = await self._read([(times, "zrevrange", (0, max(0, limit - 1), True))])
+        await self._db.script(_FORGET_QUIET, [ids, times], [repr(float(since))])
+        (recent,) = await self._db.read([(times, "zrevrange", (0, max(0, limit - 1), True))])
         channels = [channel for channel, _ in recent]
-        (values,) = await self._read([(ids, "hmget", (channels,))]) if channels else ([],)
+        (values,) = await self._db.read([(ids, "hmget", (channels,))]) if channels else ([],)
         found = []
         for (channel, at), value in zip(recent, values, strict=True):
             if isinstance(value, str) and value.isascii() and value.isdigit():
                 found.append(ChannelCursor(platform, channel, int(value), float(at)))
             else:
-                self._skip(ids, channel)
+                self._db.skip(ids, channel)
         return found

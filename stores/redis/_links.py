@@ -22,25 +22,27 @@ from redis.exceptions import WatchError
 from redis.typing import EncodableT, FieldT
 
 from chatbridge.core.links import CODE_TTL, LinkBook
-from chatbridge.core.store._redis_conn import BACKOFF, MAX_ATTEMPTS
-from chatbridge.core.store._redis_ledger import RedisLedger
+from chatbridge.stores.redis._conn import BACKOFF, MAX_ATTEMPTS, RedisConnection
 
 __all__ = ["RedisLinks"]
 
 T = TypeVar("T")
 
 
-class RedisLinks(RedisLedger):
-    """The six link methods, on top of the ledger, cursors and inbox."""
+class RedisLinks:
+    """The six link methods, over the store's connection."""
+
+    def __init__(self, db: RedisConnection) -> None:
+        self._db = db
 
     def _link_keys(self) -> tuple[str, str, str]:
-        p = self._prefix
+        p = self._db.prefix
         return f"{p}links", f"{p}link-codes", f"{p}link-attempts"
 
     async def _links_change(self, change: Callable[[LinkBook], T]) -> T:
         keys = self._link_keys()
-        client = self._conn()
-        with self._errors("write"):
+        client = self._db.client()
+        with self._db.errors("write"):
             for attempt in range(MAX_ATTEMPTS):
                 async with client.pipeline(transaction=True) as tx:
                     try:
@@ -57,7 +59,7 @@ class RedisLinks(RedisLedger):
                     except WatchError:
                         pass
                 await asyncio.sleep(random.uniform(0, BACKOFF * (attempt + 1)))
-        raise self._busy("link")
+        raise self._db.busy("link")
 
     async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
         now = expires_at - CODE_TTL  # codes all live CODE_TTL: older ones have expired
@@ -78,10 +80,10 @@ class RedisLinks(RedisLedger):
     async def link_group(self, user: str) -> tuple[str, ...]:
         """One HGET for an unlinked ID (every message asks); the hash only when linked."""
         key = self._link_keys()[0]
-        (mine,) = await self._read([(key, "hget", (user,))])
+        (mine,) = await self._db.read([(key, "hget", (user,))])
         if mine is None:
             return ()
-        (person,) = await self._read([(key, "hgetall", ())])
+        (person,) = await self._db.read([(key, "hgetall", ())])
         return LinkBook(person=dict(person)).group(user)
 
 

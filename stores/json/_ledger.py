@@ -13,7 +13,7 @@ from typing import Any
 
 from chatbridge.core.ledger import HoldRow, LedgerBook, Tally
 from chatbridge.core.links import LinkBook
-from chatbridge.core.store._codec import corrupt, unreadable
+from chatbridge.stores._codec import corrupt, unreadable
 
 __all__ = ["book_bytes", "ledger_path", "links_bytes", "links_path", "read_book", "read_links"]
 

@@ -18,6 +18,7 @@ from chatbridge.core.ledger import (
     Snapshot,
     Tally,
     Verdict,
+    moved,
 )
 from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
@@ -30,18 +31,19 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import (
-    _sqlite_check,
-    _sqlite_cursors,
-    _sqlite_file,
-    _sqlite_inbox,
-    _sqlite_ledger,
-    _sqlite_links,
-    _sqlite_wal,
+from chatbridge.core.ports.store import StoreError
+from chatbridge.stores._base import StoreBase
+from chatbridge.stores._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
+from chatbridge.stores.sqlite import (
+    _check,
+    _cursors,
+    _file,
+    _inbox,
+    _ledger,
+    _links,
+    _wal,
 )
-from chatbridge.core.store._codec import TOMBSTONE_KEEP, pending_of, unreadable, user_hash
-from chatbridge.core.store._sqlite_rows import RowReader, chained, reason
-from chatbridge.core.store.base import StoreError
+from chatbridge.stores.sqlite._rows import RowReader, chained, reason
 
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
@@ -79,7 +81,7 @@ _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
 _USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
 # A forget at or after the session's start: the exchange must not be written.
 _FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
-# Read paths decode row by row (`_sqlite_rows`): a damaged row is skipped, not raised.
+# Read paths decode row by row (`_rows`): a damaged row is skipped, not raised.
 _RING_COLS = "id timestamp user_message assistant_summary session_name workdir user scope"
 _SESSION_COLS = "rowid user started_at last_active"
 _INBOX_COLS = "key received_at message answer sent"
@@ -88,7 +90,7 @@ INSERT INTO forgotten(user_hash, at) VALUES (?, ?)
 ON CONFLICT(user_hash) DO UPDATE SET at = max(at, excluded.at)"""
 
 
-class SqliteStore:
+class SqliteStore(StoreBase):
     """Sessions, rings and usage in one SQLite file (WAL mode).
 
     Durability: `synchronous=NORMAL` in WAL mode means a commit is in the OS
@@ -101,7 +103,7 @@ class SqliteStore:
     a round trip through a worker thread (`asyncio.to_thread`) costs more than
     that by itself (80-130 µs measured on the CI VM). One thread also
     serialises writes for free. Only checkpoints (every
-    `_sqlite_wal.CHECKPOINT_EVERY` writes) and `forget` take milliseconds.
+    `_wal.CHECKPOINT_EVERY` writes) and `forget` take milliseconds.
 
     Privacy: `secure_delete=ON` zeroes deleted rows in place, and `forget`
     checkpoints the WAL and truncates it, so the forgotten text is in neither
@@ -117,13 +119,13 @@ class SqliteStore:
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file, or a `-wal` older than the file's last
-    checkpoint (`_sqlite_wal`), raises `StoreCorrupt` and stays byte-identical.
+    checkpoint (`_wal`), raises `StoreCorrupt` and stays byte-identical.
     A row damaged later (text that is not UTF-8, a value of the wrong type)
     costs only that row: reads skip it and report it once by table and row
-    id (`_sqlite_rows`), so the conversation goes on without it. No error
+    id (`_rows`), so the conversation goes on without it. No error
     message quotes stored text.
 
-    The inbox (`_sqlite_inbox`) is one table in the same file: add, progress
+    The inbox (`_inbox`) is one table in the same file: add, progress
     and done are one autocommit statement each (one write transaction, so
     the redelivery check holds across processes), and `commit_exchange` marks
     its entry done inside its own transaction.
@@ -135,11 +137,11 @@ class SqliteStore:
         self._path = path
         self._max = max_entries
         self._db: sqlite3.Connection | None = None
-        self._wal: _sqlite_wal.WalMarker | None = None
+        self._wal: _wal.WalMarker | None = None
         self._vacuum_on_forget = False
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
         self._rows = RowReader(path)
-        self._holds = LedgerBook()  # this process's holds and stamps (`_sqlite_ledger`)
+        self._holds = LedgerBook()  # this process's holds and stamps (`_ledger`)
         self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
         self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
 
@@ -150,14 +152,14 @@ class SqliteStore:
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             if not self._path.exists():
-                _sqlite_check.check_wal_orphan(self._path)
-                _sqlite_file.create(self._path)
+                _check.check_wal_orphan(self._path)
+                _file.create(self._path)
         except OSError as err:
             raise unreadable(self._path, err) from err
         except sqlite3.Error as err:
             raise StoreError(f"{self._path} could not be created ({reason(err)})") from err
-        _sqlite_check.check_existing(self._path)
-        self._db, self._vacuum_on_forget, self._wal = _sqlite_file.connect(self._path)
+        _check.check_existing(self._path)
+        self._db, self._vacuum_on_forget, self._wal = _file.connect(self._path)
 
     async def load_session(self, key: str) -> Session | None:
         """None also when the session's own row is damaged (a fresh session
@@ -199,9 +201,9 @@ class SqliteStore:
         tally = _NOTHING if settled is None else settled.tally  # built once: used twice
         with self._txn() as db:
             if exchange.inbox_key:
-                _sqlite_inbox.done(db, exchange.inbox_key, time.time())
+                _inbox.done(db, exchange.inbox_key, time.time())
             if settled is not None:  # counted even for a forgotten user: it was used
-                _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, tally)
+                _ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see base.Store.forget.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
@@ -239,7 +241,7 @@ class SqliteStore:
             db.execute("DELETE FROM forgotten WHERE at < ?", (now - TOMBSTONE_KEEP,))
             db.execute(_TOMBSTONE, (user_hash(user), now))
             for key in pending_of(self._pending(db), user, now):
-                _sqlite_inbox.done(db, key, now)
+                _inbox.done(db, key, now)
         try:
             if self._vacuum_on_forget:
                 self._conn().execute("VACUUM")
@@ -256,9 +258,9 @@ class SqliteStore:
         return Usage(*rows[0][1:]) if rows else Usage()
 
     async def inbox_add(self, entry: InboxEntry) -> bool:
-        prune = self._inbox_adds % _sqlite_inbox.PRUNE_EVERY == 0
+        prune = self._inbox_adds % _inbox.PRUNE_EVERY == 0
         with self._autocommit() as db:
-            added = _sqlite_inbox.add(db, entry, prune=prune)
+            added = _inbox.add(db, entry, prune=prune)
         self._inbox_adds += 1
         return added
 
@@ -266,11 +268,11 @@ class SqliteStore:
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:
         with self._autocommit() as db:
-            _sqlite_inbox.progress(db, key, sent, answer)
+            _inbox.progress(db, key, sent, answer)
 
     async def inbox_done(self, key: str) -> None:
         with self._autocommit() as db:
-            _sqlite_inbox.done(db, key, time.time())
+            _inbox.done(db, key, time.time())
 
     async def inbox_pending(self) -> list[InboxEntry]:
         """A damaged entry (undecodable text, malformed JSON) is skipped and
@@ -279,53 +281,57 @@ class SqliteStore:
 
     async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
         """The conversation's pending entries, oldest first, by its index."""
-        return self._pending(self._conn(), _sqlite_inbox.PENDING_OF, (conversation.key,))
+        return self._pending(self._conn(), _inbox.PENDING_OF, (conversation.key,))
 
     def _pending(
-        self, db: sqlite3.Connection, sql: str = _sqlite_inbox.PENDING, args: tuple[str, ...] = ()
+        self, db: sqlite3.Connection, sql: str = _inbox.PENDING, args: tuple[str, ...] = ()
     ) -> list[InboxEntry]:
         try:
             rows = self._rows.read(db, sql, args, table="inbox", columns=_INBOX_COLS)
         except sqlite3.Error as err:
             raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
-        found = self._rows.parsed("inbox", rows, lambda row: _sqlite_inbox.entries([row]))
+        found = self._rows.parsed("inbox", rows, lambda row: _inbox.entries([row]))
         return [entry for one in found for entry in one]
 
     async def inbox_is_pending(self, key: str) -> bool:
-        return bool(self._read(_sqlite_inbox.IS_PENDING, (key,)))
+        return bool(self._read(_inbox.IS_PENDING, (key,)))
 
     async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
         with self._autocommit() as db:
-            db.execute(_sqlite_cursors.ADVANCE, (platform, channel, last_id, at))
+            db.execute(_cursors.ADVANCE, (platform, channel, last_id, at))
 
     async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
         with self._autocommit() as db:
-            db.execute(_sqlite_cursors.FORGET_QUIET, (platform, since))
-        rows = self._rows_of(
-            "cursors", _sqlite_cursors.RECENT, (platform, limit), _sqlite_cursors.RECENT_COLUMNS
-        )
+            db.execute(_cursors.FORGET_QUIET, (platform, since))
+        rows = self._rows_of("cursors", _cursors.RECENT, (platform, limit), _cursors.RECENT_COLUMNS)
         return [ChannelCursor(platform, channel, last, at) for _, channel, last, at in rows]
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
-        """Read the counters, decide and record the hold in memory, with no
-        await in between (`_sqlite_ledger`); a refusal is counted in the file."""
+        """Read the sender's link and the counters, decide and record the hold
+        in memory, with no await in between (`_ledger`); a refusal is
+        counted in the file."""
+        if hold.sender:
+            group = self._group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         verdict = self._holds.reserve(hold, self._counts(hold))
         if not verdict.ok:
             keys = [a.key for a in hold.accounts]
             with self._txn() as db:
-                _sqlite_ledger.add(db, keys, hold.day, hold.month, Tally(refused=1))
+                _ledger.add(db, keys, hold.day, hold.month, Tally(refused=1))
             self._counted_add(keys, hold.day, hold.month, Tally(refused=1))
         return verdict
 
     async def ledger_settle(self, settlement: Settlement) -> None:
         s = settlement
         with self._txn() as db:
-            _sqlite_ledger.add(db, s.accounts, s.day, s.month, s.tally)
+            _ledger.add(db, s.accounts, s.day, s.month, s.tally)
         self._counted_add(s.accounts, s.day, s.month, s.tally)
         self._holds.release(s)
 
     async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
-        counted = self._ledger_read(lambda db: _sqlite_ledger.counted(db, hold))
+        counted = self._ledger_read(lambda db: _ledger.counted(db, hold))
         return {a.key: self._holds.snapshot(a.key, hold, counted) for a in hold.accounts}
 
     def _counts(self, hold: Hold) -> Counted:
@@ -342,7 +348,7 @@ class SqliteStore:
             return found
         if len(cache) > _COUNTED_KEPT:
             cache.clear()
-        read = self._ledger_read(lambda db: _sqlite_ledger.counted(db, hold))
+        read = self._ledger_read(lambda db: _ledger.counted(db, hold))
         for key, (settled_day, settled_month) in read.items():
             cache[(key, day)], cache[(key, month)] = settled_day, settled_month
         return read
@@ -364,38 +370,41 @@ class SqliteStore:
 
     async def ledger_rows(self, *, since_day: str) -> list[LedgerRow]:
         try:
-            return _sqlite_ledger.rows(self._conn(), since_day=since_day)
+            return _ledger.rows(self._conn(), since_day=since_day)
         except sqlite3.Error as err:
             raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
 
     async def link_offer(self, user: str, code_hash: str, *, expires_at: float) -> None:
         with self._txn() as db:
-            _sqlite_links.offer(db, user, code_hash, expires_at, expires_at - CODE_TTL)
+            _links.offer(db, user, code_hash, expires_at, expires_at - CODE_TTL)
 
     async def link_take(self, code_hash: str, *, now: float) -> str | None:
         with self._txn() as db:
-            return _sqlite_links.take(db, code_hash, now)
+            return _links.take(db, code_hash, now)
 
     async def link_attempt(self, user: str, *, now: float, failed: bool) -> float | None:
         with self._txn() as db:
-            return _sqlite_links.attempt(db, user, now, failed)
+            return _links.attempt(db, user, now, failed)
 
     async def link_join(self, first: str, second: str) -> str:
         self._groups.clear()
         with self._txn() as db:
-            return _sqlite_links.join(db, first, second)
+            return _links.join(db, first, second)
 
     async def link_split(self, user: str) -> bool:
         self._groups.clear()
         with self._txn() as db:
-            return _sqlite_links.split(db, user)
+            return _links.split(db, user)
 
     async def link_group(self, user: str) -> tuple[str, ...]:
-        """Asked for every message: answered from memory once read (links change
-        only through this store's join and split, which drop what is kept)."""
+        return self._group(user)
+
+    def _group(self, user: str) -> tuple[str, ...]:
+        """Asked for every limited message: answered from memory once read (links
+        change only through this store's join and split, which drop what is kept)."""
         group = self._groups.get(user)
         if group is None:
-            group = self._ledger_read(lambda db: _sqlite_links.group(db, user))
+            group = self._ledger_read(lambda db: _links.group(db, user))
             if len(self._groups) > _COUNTED_KEPT:
                 self._groups.clear()
             self._groups[user] = group
@@ -425,7 +434,7 @@ class SqliteStore:
     def _rows_of(
         self, table: str, sql: str, args: tuple[object, ...], columns: str
     ) -> list[tuple[Any, ...]]:
-        """`sql`'s rows that decode, damaged ones skipped (see `_sqlite_rows`)."""
+        """`sql`'s rows that decode, damaged ones skipped (see `_rows`)."""
         try:
             return self._rows.read(self._conn(), sql, args, table=table, columns=columns)
         except sqlite3.Error as err:
@@ -436,7 +445,7 @@ class SqliteStore:
             raise StoreError(f"{self._path} is not open")
         return self._db
 
-    def _marker(self) -> _sqlite_wal.WalMarker:
+    def _marker(self) -> _wal.WalMarker:
         if self._wal is None:
             raise StoreError(f"{self._path} is not open")
         return self._wal

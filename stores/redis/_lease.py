@@ -1,7 +1,7 @@
 """Per-conversation leases in Redis, so several replicas answer one conversation
-one message at a time (`core.ports.scheduling.ConversationLeases`), cancel
-notices over pub/sub, and `replicated_scheduler`, which puts them together
-with the shared inbox.
+one message at a time (`core.ports.store.ConversationLeases`), and cancel
+notices over pub/sub (`CancelNotices`); `RedisStore.replication` gives both,
+over the store's own connection, to the replicas' scheduler.
 
 Keys (``P`` is the store's prefix)::
 
@@ -37,37 +37,20 @@ from typing import Any
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockError
 
-from chatbridge.core.clock import Clock
-from chatbridge.core.ports.scheduling import Lease
-from chatbridge.core.scheduling import KeyedLocks, SharedInboxScheduler
-from chatbridge.core.store._redis_conn import RedisConnection
-from chatbridge.core.store._redis_inbox import RedisInbox
+from chatbridge.core.ports.store import Lease
+from chatbridge.core.scheduling import KeyedLocks
+from chatbridge.stores.redis._conn import RedisConnection
 
 __all__ = [
     "RedisLeases",
     "RedisNotices",
     "fence_key",
     "lease_key",
-    "replicated_scheduler",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL = 0.05
-
-
-def replicated_scheduler(
-    store: RedisInbox, *, ttl: float, clock: Clock | None = None, poll: float = DEFAULT_POLL
-) -> SharedInboxScheduler:
-    """The scheduler of a replica: leases and notices in `store`'s Redis, the
-    inbox it shares with the other replicas."""
-    return SharedInboxScheduler(
-        store,
-        RedisLeases(store, ttl=ttl, poll=poll),
-        RedisNotices(store),
-        lease_ttl=ttl,
-        clock=clock,
-    )
 
 
 def lease_key(prefix: str, conversation: str) -> str:
@@ -79,7 +62,7 @@ def fence_key(prefix: str, conversation: str) -> str:
 
 
 class RedisLeases:
-    """`ConversationLeases` in the Redis server of `store` (and its key prefix).
+    """`ConversationLeases` in the Redis server of `db` (under its key prefix).
 
     `hold` raises `StoreError` when Redis cannot be reached. Leaving the block
     releases the lease; a lease that was lost meanwhile is only logged.
@@ -87,14 +70,14 @@ class RedisLeases:
 
     def __init__(
         self,
-        store: RedisConnection,
+        db: RedisConnection,
         *,
         ttl: float,
         poll: float = DEFAULT_POLL,
     ) -> None:
         if ttl <= 0 or poll <= 0:
             raise ValueError("the lease ttl and poll interval must be positive")
-        self._store = store
+        self._db = db
         self.ttl = ttl
         self._poll = poll
         self._local = KeyedLocks()
@@ -116,28 +99,28 @@ class RedisLeases:
 
     async def is_held(self, key: str) -> bool:
         """True while a replica (this one or another) holds `key`'s lease."""
-        store = self._store
-        with store._errors("lease"):
-            return bool(await store._conn().exists(lease_key(store._prefix, key)))
+        db = self._db
+        with db.errors("lease"):
+            return bool(await db.client().exists(lease_key(db.prefix, key)))
 
     async def _acquire(self, key: str) -> tuple[Lock, int]:
-        store = self._store
-        client = store._conn()
+        db = self._db
+        client = db.client()
         lock = Lock(
             client,
-            lease_key(store._prefix, key),
+            lease_key(db.prefix, key),
             timeout=self.ttl,
             sleep=self._poll,
             blocking=True,
             thread_local=False,  # one Lock object per hold; tasks share the thread
         )
-        fkey = fence_key(store._prefix, key)
-        with store._errors("lease"):
+        fkey = fence_key(db.prefix, key)
+        with db.errors("lease"):
             await lock.acquire()
             try:
                 async with client.pipeline(transaction=True) as tx:
                     tx.incr(fkey)
-                    tx.pexpire(fkey, store._ttl_ms)
+                    tx.pexpire(fkey, db.ttl_ms)
                     fence, _ = await tx.execute()
             except BaseException:
                 with contextlib.suppress(LockError, OSError):
@@ -169,29 +152,29 @@ class RedisLeases:
 
 
 class RedisNotices:
-    """`CancelNotices` over a Redis pub/sub channel of `store`'s prefix.
+    """`CancelNotices` over a Redis pub/sub channel of `db`'s prefix.
 
     A notice is lost if a replica is not subscribed when it is published (it
     then answers the older message too, as without cancel mode). Publishing
     failures are logged, never raised: the message is already in the inbox.
     """
 
-    def __init__(self, store: RedisConnection) -> None:
-        self._store = store
+    def __init__(self, db: RedisConnection) -> None:
+        self._db = db
         self._origin = uuid.uuid4().hex  # our own notices come back; skip them
-        self._channel = f"{store._prefix}cancel"
+        self._channel = f"{db.prefix}cancel"
 
     async def publish(self, key: str, *, received_at: float) -> None:
         notice = json.dumps({"origin": self._origin, "key": key, "at": received_at})
         try:
-            await self._store._conn().publish(self._channel, notice)
+            await self._db.client().publish(self._channel, notice)
         except Exception as exc:
             log.warning("could not tell the other replicas to cancel %s: %s", key, exc)
 
     @asynccontextmanager
     async def listen(self, on_notice: Callable[[str, float], None]) -> AsyncIterator[None]:
-        pubsub = self._store._conn().pubsub(ignore_subscribe_messages=True)
-        with self._store._errors("subscribe"):
+        pubsub = self._db.client().pubsub(ignore_subscribe_messages=True)
+        with self._db.errors("subscribe"):
             await pubsub.subscribe(self._channel)
         reader = asyncio.create_task(self._read(pubsub, on_notice))
         try:

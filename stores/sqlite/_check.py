@@ -27,7 +27,7 @@ these checks but is still not ours (a WAL of another chatbridge store with
 the same page layout, or an older WAL of this one) cannot be told apart at
 file level; its replay must then pass `integrity_check`, hold our tables and
 schema version, and keep the store id and epoch the file itself holds
-(`_sqlite_wal`).
+(`_wal`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from chatbridge.core.store._codec import corrupt, unreadable
-from chatbridge.core.store._sqlite_wal import stale_problem
-from chatbridge.core.store.base import StoreCorrupt, StoreError
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
+from chatbridge.stores._codec import corrupt, unreadable
+from chatbridge.stores.sqlite._wal import stale_problem
 
-SCHEMA_VERSION = 1  # bump with a migration in _sqlite_file; older builds then refuse the file
+SCHEMA_VERSION = 1  # bump with a migration in _file; older builds then refuse the file
 _MAGIC = b"SQLite format 3\x00"
 _TABLES = {"meta", "ring", "sessions", "usage"}
 _WAL_MAGIC = {0x377F0682: "<", 0x377F0683: ">"}  # checksum words little/big-endian
@@ -194,7 +194,7 @@ def _check_contents(path: Path, hot_wal: bool) -> None:
 
 
 def _stale_wal(uri: str, view: sqlite3.Connection) -> str | None:
-    """`_sqlite_wal.stale_problem` of the WAL replayed in `view`."""
+    """`_wal.stale_problem` of the WAL replayed in `view`."""
     alone = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
     try:
         return stale_problem(view, alone)
