@@ -37,6 +37,7 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.redis_server import flush_allowed, redis_unavailable, redis_url
+from tests.support.run_config import write_run_config
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
@@ -67,35 +68,18 @@ def _exchanges(texts: list[str]) -> list[tuple[str, str]]:
     return [turn for t in texts for turn in (("user", t), ("assistant", answer_to(t)))]
 
 
-def config(openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> str:
-    return f"""
-engine:
-  shutdown_grace: 10s
-  lease_ttl: {TTL}s
-memory:
-  backend: redis
-  url: {redis_url(DB)}
-  inject_entries: 0
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-test
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    mode: webhook
-    webhook_url: http://127.0.0.1:{port}/telegram/webhook
-    webhook_secret: {SECRET}
-    edit_interval: 0.5s
-    drafts: false  # edits: a half-streamed answer is a message another replica must finish
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {port}
-"""
+def config(home: Path, openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> None:
+    write_run_config(
+        home,
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        webhook_secret=SECRET,
+        engine={"shutdown_grace": "10s", "lease_ttl": f"{TTL}s"},
+        memory={"backend": "redis", "url": redis_url(DB), "inject_entries": 0},
+        # drafts off, edits: a half-streamed answer is a message another replica must finish
+        platforms={"telegram": {"edit_interval": "0.5s", "drafts": False}},
+    )
 
 
 @dataclass
@@ -129,7 +113,7 @@ async def start_replica(root: Path, n: int, openai: FakeOpenAI, telegram: FakeTe
     port = free_port()
     home = root / f"replica{n}"
     home.mkdir()
-    (home / "chatbridge.yaml").write_text(config(openai, telegram, port))
+    config(home, openai, telegram, port)
     process = await asyncio.create_subprocess_exec(
         *CHATBRIDGE, "run", cwd=home,
         env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
