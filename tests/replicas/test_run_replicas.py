@@ -44,6 +44,9 @@ pytestmark = pytest.mark.slow
 DB = 7
 SECRET = "s3cret-Replica"
 TTL = 2.0
+# s; hang detectors only (never a measure of speed): after the kill, a machine
+# at load 12 on 2 cores took over 15 s to show m7 and m8.
+DEADLINE = 60.0
 
 
 def answer_to(text: str) -> str:
@@ -163,7 +166,7 @@ async def pending() -> list[InboxEntry]:
         await store.aclose()
 
 
-async def until_inbox(check: object, within: float = 15) -> None:
+async def until_inbox(check: object, within: float = DEADLINE) -> None:
     """Until `check(pending entries)` holds (an empty inbox: nothing more can be posted)."""
     deadline = time.monotonic() + within
     while not check(await pending()):  # type: ignore[operator]
@@ -194,6 +197,7 @@ class StreamSampler:
         self._task.cancel()
 
 
+@pytest.mark.timeout(300)  # three children on a busy machine; the deadlines above
 async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
     tmp_path: Path, redis_db: None
 ) -> None:
@@ -216,7 +220,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                     assert await telegram.post_webhook(url, update, secret=SECRET) == 200
                     await asyncio.sleep(0.05)
                 expected = [answer_to(t) for t in texts]
-                await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) >= 6, within=15)
+                await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) >= 6, within=DEADLINE)
                 await until_inbox(lambda entries: not entries)  # nothing more can be posted
                 assert telegram.bot_texts(ALICE) == expected, "not each answered once, in order"
                 assert [r.body["messages"][-1]["content"] for r in openai.requests] == texts
@@ -243,7 +247,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                 update = telegram.make_update(ALICE, ALICE, after)
                 assert await telegram.post_webhook(survivor.webhook, update, secret=SECRET) == 200
                 expected += [answer_to(slow), answer_to(after)]
-                await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == expected, within=15)
+                await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == expected, within=DEADLINE)
                 recovered = time.monotonic() - killed_at
                 await until_inbox(lambda entries: not entries)
                 assert telegram.bot_texts(ALICE) == expected
