@@ -220,7 +220,9 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                     assert await telegram.post_webhook(url, update, secret=SECRET) == 200
                     await asyncio.sleep(0.05)
                 expected = [answer_to(t) for t in texts]
-                await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) >= 6, within=DEADLINE)
+                await telegram.wait_for(
+                    lambda: len(telegram.bot_texts(ALICE)) >= 6, within=DEADLINE
+                )
                 await until_inbox(lambda entries: not entries)  # nothing more can be posted
                 assert telegram.bot_texts(ALICE) == expected, "not each answered once, in order"
                 assert [r.body["messages"][-1]["content"] for r in openai.requests] == texts
@@ -235,7 +237,7 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                 # Its first part is on screen (and its message id in the inbox entry).
                 await telegram.wait_for(
                     lambda: len(telegram.bot_texts(ALICE)) == 7 and openai.open_streams == 1,
-                    within=10,
+                    within=DEADLINE,
                 )
                 await until_inbox(lambda entries: any(e.sent for e in entries))  # recorded
                 partial = telegram.bot_texts(ALICE)[-1]
@@ -247,7 +249,9 @@ async def test_three_run_replicas_answer_one_chat_in_order_and_survive_a_kill(
                 update = telegram.make_update(ALICE, ALICE, after)
                 assert await telegram.post_webhook(survivor.webhook, update, secret=SECRET) == 200
                 expected += [answer_to(slow), answer_to(after)]
-                await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == expected, within=DEADLINE)
+                await telegram.wait_for(
+                    lambda: telegram.bot_texts(ALICE) == expected, within=DEADLINE
+                )
                 recovered = time.monotonic() - killed_at
                 await until_inbox(lambda entries: not entries)
                 assert telegram.bot_texts(ALICE) == expected
