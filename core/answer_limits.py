@@ -13,7 +13,7 @@ import logging
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.delivery import send_text
-from chatbridge.core.ledger import Account, Settlement
+from chatbridge.core.ledger import Settlement
 from chatbridge.core.limits import Admitted, LimitGate, Meter
 from chatbridge.core.media import accepted_media, images_to_fetch
 from chatbridge.core.metrics import Metrics
@@ -37,7 +37,14 @@ class AnswerLimits:
         self._metrics = metrics
 
     async def refused_before_download(
-        self, entry: InboxEntry, outbox: Outbox, place: PlaceSettings, person: str, text: str
+        self,
+        entry: InboxEntry,
+        outbox: Outbox,
+        place: PlaceSettings,
+        text: str,
+        *,
+        person: str,
+        fixed: str | None,
     ) -> bool:
         """Whether the message was refused because its images alone cannot
         fit a limit, before any of them is downloaded (one read of the ledger).
@@ -45,20 +52,23 @@ class AnswerLimits:
         Its least possible request is the system prompt, its `text` (as the
         user turn carries it) and its images at the provider's per-image
         reservation; the request built after the downloads is at least that.
-        When that does not fit, `admit` decides for good (it counts the
-        refusal and says the one sentence); if it fits after all (an answer
-        ended meanwhile), that hold is settled at once as an unanswered
-        request of no tokens and the message goes on."""
+        It is read against `person`'s accounts; when it does not fit, `admit`
+        decides for good (it counts the refusal and says the one sentence);
+        if it fits after all (an answer ended meanwhile), that hold is
+        settled at once as an unanswered request of no tokens and the
+        message goes on."""
         settings = place.settings
         images = images_to_fetch(entry.message, settings.media, accepted_media(place.provider))
         if not images:
             return False
         least = Prompt(system=settings.system_prompt, messages=(Turn("user", text),))
-        accounts = self._accounts(entry, person, place)
+        accounts = self._gate.accounts(
+            person, entry.message.conversation.user_id, admin=self._admin(entry), place=place
+        )
         verdict = await self._gate.could_admit(least, accounts=accounts, images=images)
         if verdict.ok:
             return False
-        admitted = await self.admit(entry, outbox, least, person, place, images=images)
+        admitted = await self.admit(entry, outbox, least, place, fixed=fixed, images=images)
         if admitted is None:
             return True
         await self.settle(admitted, Meter(), completed=False)
@@ -69,17 +79,25 @@ class AnswerLimits:
         entry: InboxEntry,
         outbox: Outbox,
         prompt: Prompt,
-        person: str,
         place: PlaceSettings,
         *,
+        fixed: str | None,
         images: int | None = None,
     ) -> Admitted | None:
         """Reserve the request's worst case on the person's account and the
         place's pool; None (after at most one sentence; the caller closes the
-        entry, nothing is stored) when a limit refuses it."""
+        entry, nothing is stored) when a limit refuses it. `fixed`: the
+        sender's person when no link can change it; else the store reads a
+        linked sender's person within the reserve (`Hold.sender`)."""
         conversation = entry.message.conversation
-        accounts = self._accounts(entry, person, place)
-        admitted = await self._gate.admit(prompt, accounts=accounts, images=images)
+        admitted, accounts = await self._gate.admit_sender(
+            prompt,
+            user_id=conversation.user_id,
+            person=fixed,
+            admin=self._admin(entry),
+            place=place,
+            images=images,
+        )
         if isinstance(admitted, Admitted):
             return admitted
         log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
@@ -102,10 +120,7 @@ class AnswerLimits:
         except StoreError as exc:
             log.warning("usage not settled (the hold expires by itself): %s", exc)
 
-    def _accounts(
-        self, entry: InboxEntry, person: str, place: PlaceSettings
-    ) -> tuple[Account, ...]:
+    def _admin(self, entry: InboxEntry) -> bool:
+        """Whether the sender is an exempt admin (asked only when admins are exempt)."""
         conversation = entry.message.conversation
-        # Whether the sender is an admin matters only when admins are exempt.
-        admin = self._gate.policy.admins_exempt and self._access.is_admin(conversation)
-        return self._gate.accounts(person, conversation.user_id, admin=admin, place=place)
+        return self._gate.policy.admins_exempt and self._access.is_admin(conversation)

@@ -4,7 +4,12 @@
   composition root, `chatbridge.core.app`, which wires them together;
 * platforms and providers import core's contracts (`chatbridge.core.ports`
   and the rest of core), never each other and never the composition root;
-* core has no import cycles.
+* core has no import cycles;
+* the store backends (`chatbridge.stores`) are an edge too: only the
+  composition root imports them; each backend package imports core (its
+  contracts in `chatbridge.core.ports.store`), never platforms, providers,
+  config, the root or another backend (what they share is `stores/_*.py`);
+  no core module outside the root imports `redis`.
 
 The graph is read from the source with `ast` (every `import` and `from …
 import`, relative ones resolved, imports inside functions included), because
@@ -106,6 +111,55 @@ def test_core_outside_the_root_imports_no_redis() -> None:
     assert _backend_offenders() == []
 
 
+STORES = "chatbridge.stores"
+
+
+def _store_importers() -> list[str]:
+    """Modules outside the composition root and the stores that import a store
+    backend (or the stores' registry)."""
+    return sorted(
+        f"{module} -> {imported}"
+        for module, imports in graph().items()
+        if not _within(module, ROOT) and not _within(module, STORES)
+        for imported in imports
+        if _within(imported, STORES)
+    )
+
+
+def test_only_the_composition_root_imports_the_stores() -> None:
+    assert _store_importers() == []
+
+
+def _backend(module: str) -> str | None:
+    """`chatbridge.stores.redis._lease` -> "chatbridge.stores.redis"; None for
+    the stores' own shared modules (`chatbridge.stores`, `chatbridge.stores._codec`)."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[2].startswith("_"):
+        return None
+    return ".".join(parts[:3])
+
+
+def _store_offenders() -> list[str]:
+    """Store modules importing an edge, the root, the stores' registry or
+    another backend."""
+    forbidden = (*(e for e in EDGES if e != STORES), ROOT)
+    found = []
+    for module, imports in graph().items():
+        if not _within(module, STORES) or module == STORES:
+            continue
+        for imported in imports:
+            own, theirs = _backend(module), _backend(imported)
+            if any(_within(imported, f) for f in forbidden) or imported == STORES:
+                found.append(f"{module} -> {imported}")
+            elif _within(imported, STORES) and theirs is not None and theirs != own:
+                found.append(f"{module} -> {imported}")
+    return sorted(found)
+
+
+def test_stores_import_core_never_another_edge_nor_each_other() -> None:
+    assert _store_offenders() == []
+
+
 def test_platforms_and_providers_never_import_each_other_or_the_root() -> None:
     rules = (
         ("chatbridge.platforms", ("chatbridge.providers", ROOT)),
@@ -174,6 +228,10 @@ def test_the_checks_can_fail() -> None:
     assert "redis" in external_imports()["chatbridge.stores.redis._lease"]
     assert "chatbridge.core.ports.store" in graph()["chatbridge.core.engine"]
     assert "chatbridge.stores" in graph()["chatbridge.core.app.wiring"]
+    assert "chatbridge.core.ports.store" in graph()["chatbridge.stores.redis._conn"]
+    assert "chatbridge.stores._codec" in graph()["chatbridge.stores.sqlite._inbox"]
+    assert _backend("chatbridge.stores.redis._lease") == "chatbridge.stores.redis"
+    assert _backend("chatbridge.stores._codec") is None
 
 
 # -- the platform edge (issue 19): typed factories, no server, no concrete engine ----------

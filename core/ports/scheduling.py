@@ -22,19 +22,11 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from chatbridge.core.models import Conversation, InboxEntry
+from chatbridge.core.models import InboxEntry
 from chatbridge.core.outcome import Outcome
 from chatbridge.core.ports.store import Lease
 
-__all__ = ["ConversationScheduler", "ConversationWork", "PendingByConversation"]
-
-
-class PendingByConversation(Protocol):
-    """The part of the inbox a scheduler reads (see `core.ports.store.Inbox`)."""
-
-    async def inbox_pending(self) -> list[InboxEntry]: ...
-
-    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]: ...
+__all__ = ["ConversationScheduler", "ConversationWork"]
 
 
 class ConversationWork(Protocol):

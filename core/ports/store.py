@@ -7,7 +7,8 @@ the slice it uses (`Inbox`, `Ledger`, `Links`, `ChannelCursors`, ...):
     Store        open / aclose (also `async with`), replication
     ├── Sessions         load_session, save_session
     ├── Memory           commit_exchange, ring, forget, usage
-    ├── Inbox            inbox_add, _progress, _done, _pending, _pending_of, _is_pending
+    ├── Inbox            inbox_add, _progress, _done, _is_pending
+    │   └── PendingByConversation  inbox_pending, _pending_of (what a scheduler reads)
     ├── ChannelCursors   cursor_advance, cursors
     ├── Ledger           ledger_reserve, _settle, _snapshots, _rows
     └── Links            link_offer, _take, _attempt, _join, _split, _group
@@ -55,6 +56,7 @@ __all__ = [
     "Ledger",
     "Links",
     "Memory",
+    "PendingByConversation",
     "Replication",
     "Sessions",
     "Store",
@@ -241,7 +243,11 @@ class Ledger(Protocol):
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         """Atomically: record `hold` if it fits every limit of every account
         (`core.ledger.decide`, unexpired holds included); else count a refusal
-        on each account and record a rate notice when the verdict notifies."""
+        on each account and record a rate notice when the verdict notifies.
+        With `hold.sender`, first read that ID's link in the same atomic step:
+        the hold must be on its person's account, else nothing is written and
+        the verdict is `core.ledger.moved` (so a link made by any replica
+        counts from the next message on, with no lookup of its own)."""
         ...
 
     async def ledger_settle(self, settlement: Settlement) -> None:
@@ -258,7 +264,21 @@ class Ledger(Protocol):
         ...
 
 
-class Inbox(Protocol):
+class PendingByConversation(Protocol):
+    """The part of the inbox a scheduler reads."""
+
+    async def inbox_pending(self) -> list[InboxEntry]:
+        """Every entry not done, oldest `received_at` first."""
+        ...
+
+    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
+        """The entries of `conversation` not done, oldest `received_at` first
+        (ties in the order they were added). Reads that conversation's entries
+        only, whatever else is pending (an index, a set per conversation)."""
+        ...
+
+
+class Inbox(PendingByConversation, Protocol):
     """Received messages, held durably until their answer is remembered.
 
     Life of an entry: `inbox_add` (before the platform is acknowledged) ->
@@ -285,16 +305,6 @@ class Inbox(Protocol):
 
     async def inbox_done(self, key: str) -> None:
         """Mark the entry done without an exchange; its text is erased."""
-        ...
-
-    async def inbox_pending(self) -> list[InboxEntry]:
-        """Every entry not done, oldest `received_at` first."""
-        ...
-
-    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
-        """The entries of `conversation` not done, oldest `received_at` first
-        (ties in the order they were added). Reads that conversation's entries
-        only, whatever else is pending (an index, a set per conversation)."""
         ...
 
     async def inbox_is_pending(self, key: str) -> bool:

@@ -34,8 +34,13 @@ from contextlib import AbstractAsyncContextManager
 from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.models import Conversation, InboxEntry
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.ports.scheduling import PendingByConversation
-from chatbridge.core.ports.store import CancelNotices, ConversationLeases, Lease, StoreError
+from chatbridge.core.ports.store import (
+    CancelNotices,
+    ConversationLeases,
+    Lease,
+    PendingByConversation,
+    StoreError,
+)
 from chatbridge.core.scheduling._base import SchedulerBase
 
 __all__ = ["SharedInboxScheduler"]

@@ -3,8 +3,10 @@
 For small single-process installs and for people migrating from the seed's
 `conversation_memory.json` (README, "Storage"). Same shape as every backend
 package: `open_store(settings)` here; the store class in `store.py`
-(lifecycle, sessions and memory, the one write path), composing the parts:
-`_files` (reading and writing the files), `_ledger` (ledger and links files).
+(lifecycle, sessions and memory, the state file's one write path), which
+composes the parts, each a private module over the loaded state: `_inbox`,
+`_cursors`, `_ledger` (the ledger and links files); the files themselves in
+`_files`.
 """
 
 from __future__ import annotations

@@ -281,3 +281,11 @@ def _object(state: Any, name: str) -> dict[str, Any]:
 def _dumps(value: Any) -> bytes:
     """The seed's layout: indent=2 and raw UTF-8 (umlauts stay readable)."""
     return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def put(d: dict[str, Any], key: str, value: Any) -> None:
+    """Set, or remove when `value` is None (undoing an insert)."""
+    if value is None:
+        d.pop(key, None)
+    else:
+        d[key] = value

@@ -9,9 +9,17 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.ledger import (
+    Hold,
+    LedgerBook,
+    LedgerRow,
+    Settlement,
+    Snapshot,
+    Verdict,
+    moved,
+)
 from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
@@ -22,22 +30,21 @@ from chatbridge.core.models import (
     Session,
     Usage,
 )
-from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.stores._base import StoreBase
 from chatbridge.stores._codec import (
     TOMBSTONE_KEEP,
-    answer_to_json,
     copy_session,
     forgotten_since,
-    inbox_to_json,
     pending_of,
-    sent_to_json,
     unreadable,
     user_hash,
 )
+from chatbridge.stores.json import _cursors, _inbox
 from chatbridge.stores.json._files import (
     State,
     atomic_write,
+    put,
     read_ring,
     read_state,
     ring_bytes,
@@ -156,11 +163,11 @@ class JsonStore(StoreBase):
     async def save_session(self, session: Session | None, *, key: str) -> None:
         sessions = self._live().sessions
         before = sessions.get(key)
-        _put(sessions, key, None if session is None else copy_session(session, key))
+        put(sessions, key, None if session is None else copy_session(session, key))
         try:
             atomic_write(self._state_path, state_bytes(self._state))
         except BaseException:  # also a value that cannot be encoded
-            _put(sessions, key, before)
+            put(sessions, key, before)
             raise
 
     async def commit_exchange(self, exchange: Exchange) -> None:
@@ -177,11 +184,11 @@ class JsonStore(StoreBase):
         settled = exchange.settlement
         if settled is not None:  # the tokens were used, whatever happens to the exchange
             self._ledger_write(lambda book: book.settle(settled))
-        undo_done = _mark_done(state, exchange.inbox_key)
+        undo_done = _inbox.mark_done(state, exchange.inbox_key)
         if forgotten_since(state.forgotten.get(user_hash(user)), exchange.session.started_at):
             if undo_done is not None:
                 self._write_state(undo_done)
-            return  # a reply in flight during forget(); see base.Store.forget
+            return  # a reply in flight during forget(); see core.ports.store.Memory
         days = state.usage.setdefault(user, {})
         before = (self._ring.get(user), state.sessions.get(key), days.get(day), state.last_entry)
         entry = replace(exchange.entry, user=user)
@@ -192,9 +199,9 @@ class JsonStore(StoreBase):
         try:
             atomic_write(self._state_path, state_bytes(state))
         except BaseException:  # also a value that cannot be encoded
-            _put(self._ring, user, before[0])
-            _put(state.sessions, key, before[1])
-            _put(days, day, before[2])
+            put(self._ring, user, before[0])
+            put(state.sessions, key, before[1])
+            put(days, day, before[2])
             state.last_entry = before[3]
             if undo_done is not None:
                 undo_done()
@@ -223,7 +230,7 @@ class JsonStore(StoreBase):
             state.last_entry = None
         self._ring.pop(user, None)
         for key in pending_of(state.inbox.values(), user, now):
-            _mark_done(state, key)
+            _inbox.mark_done(state, key)
         atomic_write(self._state_path, state_bytes(state))
         atomic_write(self._path, self._ring_bytes())
 
@@ -232,88 +239,46 @@ class JsonStore(StoreBase):
 
     async def inbox_add(self, entry: InboxEntry) -> bool:
         """Also drops done markers older than `DEDUPE_WINDOW` before `entry.received_at`."""
-        state = self._live()
-        inbox_to_json(entry)  # TypeError for a field of the wrong type, before any change
-        cutoff = entry.received_at - DEDUPE_WINDOW
-        done_at = state.inbox_done.get(entry.key)
-        if entry.key in state.inbox or (done_at is not None and done_at >= cutoff):
+        undo = _inbox.add(self._live(), entry)
+        if undo is None:
             return False
-        done = state.inbox_done
-        state.inbox_done = {k: at for k, at in done.items() if at >= cutoff}
-        state.inbox[entry.key] = entry
-
-        def undo() -> None:
-            del state.inbox[entry.key]
-            state.inbox_done = done
-
         self._write_state(undo)
         return True
 
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:
-        state = self._live()
-        old = state.inbox.get(key)
-        if old is None:
-            return
-        refs, answer = tuple(sent_to_json(sent)), answer_to_json(answer)  # TypeError first
-        answer = old.answer if answer is None else answer
-        state.inbox[key] = replace(old, sent=refs, answer=answer)  # keeps its place
-
-        def undo() -> None:
-            state.inbox[key] = old
-
-        self._write_state(undo)
+        self._write_state(_inbox.progress(self._live(), key, sent, answer))
 
     async def inbox_done(self, key: str) -> None:
-        undo = _mark_done(self._live(), key)
-        if undo is not None:
-            self._write_state(undo)
+        self._write_state(_inbox.mark_done(self._live(), key))
 
     async def inbox_pending(self) -> list[InboxEntry]:
-        """Oldest `received_at` first; `sorted` is stable, so ties keep insertion order."""
-        return sorted(self._live().inbox.values(), key=lambda e: e.received_at)
+        return _inbox.pending(self._live())
 
     async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]:
-        """The conversation's pending entries, oldest first: a filter in memory
-        (one process only, and its pending entries are few)."""
-        mine = [e for e in self._live().inbox.values() if e.message.conversation == conversation]
-        return sorted(mine, key=lambda e: e.received_at)
+        return _inbox.pending_of(self._live(), conversation)
 
     async def inbox_is_pending(self, key: str) -> bool:
         return key in self._live().inbox
 
     async def cursor_advance(self, platform: str, channel: str, last_id: int, *, at: float) -> None:
         """Rewrites the state file when the cursor moved (as every inbox call does)."""
-        channels = self._live().cursors.setdefault(platform, {})
-        old = channels.get(channel)
-        new = (last_id, at) if old is None else (max(old[0], last_id), max(old[1], at))
-        if new == old:
-            return
-        channels[channel] = new
-
-        def undo() -> None:
-            _put(channels, channel, old)
-
-        self._write_state(undo)
+        self._write_state(_cursors.advance(self._live(), platform, channel, last_id, at))
 
     async def cursors(self, platform: str, *, since: float, limit: int) -> list[ChannelCursor]:
-        channels = self._live().cursors.get(platform, {})
-        quiet = {c: v for c, v in channels.items() if v[1] < since}
-        if quiet:
-            for channel in quiet:
-                del channels[channel]
-
-            def undo() -> None:
-                channels.update(quiet)
-
-            self._write_state(undo)
-        recent = sorted(channels.items(), key=lambda item: item[1][1], reverse=True)[:limit]
-        return [ChannelCursor(platform, c, last, at) for c, (last, at) in recent]
+        state = self._live()
+        self._write_state(_cursors.forget_quiet(state, platform, since))
+        return _cursors.recent(state, platform, limit)
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         """Decide in memory, then rewrite the ledger file (`_ledger`)."""
         self._live()
+        if hold.sender:
+            group = self._links.group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         return self._ledger_write(lambda book: book.reserve(hold))
 
     async def ledger_settle(self, settlement: Settlement) -> None:
@@ -377,34 +342,13 @@ class JsonStore(StoreBase):
     def _ring_bytes(self) -> bytes:
         return ring_bytes([e for entries in self._ring.values() for e in entries])
 
-    def _write_state(self, undo: Callable[[], None]) -> None:
-        """Write the state file; if that fails, `undo` the change in memory and re-raise."""
+    def _write_state(self, undo: _inbox.Undo | None) -> None:
+        """Write the state file after a change (none when `undo` is None); if that
+        fails, `undo` the change in memory and re-raise."""
+        if undo is None:
+            return
         try:
             atomic_write(self._state_path, state_bytes(self._state))
         except BaseException:
             undo()
             raise
-
-
-def _mark_done(state: State, key: str) -> Callable[[], None] | None:
-    """Mark a pending `key` done in memory (dropping its text); returns how to
-    undo that, or None if `key` is empty or not pending."""
-    if not key or key not in state.inbox:
-        return None
-    inbox, before = dict(state.inbox), state.inbox_done.get(key)  # pending: a few entries
-    del state.inbox[key]
-    state.inbox_done[key] = time.time()
-
-    def undo() -> None:
-        state.inbox = inbox  # the entry back in its place, so ties keep their order
-        _put(state.inbox_done, key, before)
-
-    return undo
-
-
-def _put(d: dict[str, Any], key: str, value: Any) -> None:
-    """Set, or remove when `value` is None (undoing an insert)."""
-    if value is None:
-        d.pop(key, None)
-    else:
-        d[key] = value

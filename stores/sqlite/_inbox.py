@@ -1,4 +1,4 @@
-"""The SQLite store's inbox: its table and statements (see `base.Inbox`).
+"""The SQLite store's inbox: its table and statements (see `core.ports.store.Inbox`).
 
 One row per key. A pending row holds the message (JSON, `_codec.message_to_json`),
 the answer and the sent refs (a JSON array) with `done_at` NULL; marking it
