@@ -24,6 +24,8 @@ from tests.support.fake_telegram import FakeTelegram
 from tests.support.media import openai_images, png
 from tests.support.running import chatbridge_run
 
+pytestmark = pytest.mark.timeout(120)  # a child per case, four exchanges and `usage`
+
 SMALL, ROOMY = 31001, 31002  # a 3,000-token day; a 20,000-token day
 CAPTION = "What does the label say?"
 REFUSAL = (
