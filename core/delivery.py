@@ -414,13 +414,15 @@ class StreamingReply:
                 elif self._monotonic() < posted.last_call + interval:
                     complete = False  # not due yet; the next round or the final shows it
                     continue
-                posted.last_call = self._monotonic()
+                # The interval runs from the call's return, not its start: the
+                # platform then sees the calls at least I apart however long the
+                # previous one took to reach it (send-to-send pacing does not).
                 await self._outbox.edit(posted.sent, chunk)
+                posted.last_call = self._monotonic()
                 posted.text = chunk
             else:
-                at = self._monotonic()
                 sent = await self._outbox.send(chunk)
-                self._posted.append(_Posted(sent, chunk, at))
+                self._posted.append(_Posted(sent, chunk, self._monotonic()))
                 if self._on_posted is not None:
                     await self._on_posted(self.sent)
         return complete
