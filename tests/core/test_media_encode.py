@@ -35,6 +35,7 @@ def test_an_announced_size_allocates_once() -> None:
     sink = Base64Sink()
     sink.expect(30_000)
     buffer = sink._out
+    assert len(buffer) == encoded_size(30_000), "sized from the announcement up front"
     for start in range(0, 30_000, 1_001):
         sink.write(b"\x07" * min(1_001, 30_000 - start))
     assert sink.finish() is buffer, "the buffer sized from the announcement is the result"
