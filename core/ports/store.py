@@ -243,7 +243,11 @@ class Ledger(Protocol):
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         """Atomically: record `hold` if it fits every limit of every account
         (`core.ledger.decide`, unexpired holds included); else count a refusal
-        on each account and record a rate notice when the verdict notifies."""
+        on each account and record a rate notice when the verdict notifies.
+        With `hold.sender`, first read that ID's link in the same atomic step:
+        the hold must be on its person's account, else nothing is written and
+        the verdict is `core.ledger.moved` (so a link made by any replica
+        counts from the next message on, with no lookup of its own)."""
         ...
 
     async def ledger_settle(self, settlement: Settlement) -> None:

@@ -164,7 +164,7 @@ class DiscordPlatform:
             self._client = discord.AutoShardedClient(shard_count=config.shard_count, **options)
         else:
             self._client = discord.Client(**options)
-        self._tree = build_tree(self._client, commands, self._accept)
+        self._tree = build_tree(self._client, commands, self._take_command)
         self._answered = AnsweredThreads[int]()  # threads the bot posted in
         known = self._places.known if self._places is not None else {}
         self._threads = _Threads(self._answered, known)
@@ -349,7 +349,7 @@ class DiscordPlatform:
             mention_rule=self._mention_rule,
         )
 
-    async def _accept(self, message: IncomingMessage) -> bool:
+    async def _take_command(self, message: IncomingMessage) -> bool:
         return await self._take(message) is not Taken.REFUSED
 
     async def _take(self, message: IncomingMessage) -> Taken:

@@ -29,13 +29,14 @@ __all__ = ["InteractionOutbox", "build_tree", "decode_interaction", "sync_if_cha
 
 log = logging.getLogger(__name__)
 
-Accept = Callable[[IncomingMessage], Awaitable[bool]]
+TakeIn = Callable[[IncomingMessage], Awaitable[bool]]
+"""Hands a command to the inbox (the adapter's `take`); False when it was refused."""
 
 
 def build_tree(
-    client: discord.Client, commands: Sequence[tuple[str, str]], accept: Accept
+    client: discord.Client, commands: Sequence[tuple[str, str]], take: TakeIn
 ) -> app_commands.CommandTree[Any]:
-    """A command tree whose every command defers and hands `/name` to `accept`."""
+    """A command tree whose every command defers and hands `/name` to `take`."""
     tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
     for name, description in commands:
         command = name.lstrip("/").lower()
@@ -43,28 +44,28 @@ def build_tree(
             app_commands.Command(
                 name=command,
                 description=(description or command)[:100],
-                callback=_link_runner(accept) if command == "link" else _runner(command, accept),
+                callback=_link_runner(take) if command == "link" else _runner(command, take),
             )
         )
     return tree
 
 
-def _runner(command: str, accept: Accept) -> Any:
+def _runner(command: str, take: TakeIn) -> Any:
     async def run(interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await accept(interaction_message(interaction, f"/{command}"))
+        await take(interaction_message(interaction, f"/{command}"))
 
     return run
 
 
-def _link_runner(accept: Accept) -> Any:
+def _link_runner(take: TakeIn) -> Any:
     """`/link` takes an optional `code` option: `/link` offers a code, `/link code:X` redeems."""
 
     @app_commands.describe(code="the code /link gave you on your other platform")
     async def run(interaction: discord.Interaction, code: str | None = None) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         text = f"/link {code.strip()}" if code and code.strip() else "/link"
-        await accept(interaction_message(interaction, text))
+        await take(interaction_message(interaction, text))
 
     return run
 

@@ -11,7 +11,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from chatbridge.core.ledger import Hold, LedgerBook, LedgerRow, Settlement, Snapshot, Verdict
+from chatbridge.core.ledger import (
+    Hold,
+    LedgerBook,
+    LedgerRow,
+    Settlement,
+    Snapshot,
+    Verdict,
+    moved,
+)
 from chatbridge.core.links import CODE_TTL, LinkBook
 from chatbridge.core.models import (
     ChannelCursor,
@@ -269,6 +277,11 @@ class JsonStore(StoreBase):
     async def ledger_reserve(self, hold: Hold) -> Verdict:
         """Decide in memory, then rewrite the ledger file (`_ledger`)."""
         self._live()
+        if hold.sender:
+            group = self._links.group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         return self._ledger_write(lambda book: book.reserve(hold))
 
     async def ledger_settle(self, settlement: Settlement) -> None:

@@ -79,6 +79,8 @@ class RedisConnection:
         self.usage_ttl_ms = int(USAGE_TTL * 1000)
         self._client: aioredis.Redis | None = None
         self._reported: set[tuple[str, object]] = set()  # damaged items already logged
+        self._lane: Any = None  # a pooled connection kept for `call_packed`
+        self._lane_busy = False
 
     async def open(self) -> None:
         """Connect and PING; an unreachable server or a bad URL raises `StoreError`."""
@@ -109,6 +111,7 @@ class RedisConnection:
     async def aclose(self) -> None:
         """Close the connection pool. Idempotent."""
         client, self._client = self._client, None
+        self._lane = None  # closed with the pool
         if client is not None:
             await client.aclose()
 
@@ -169,6 +172,43 @@ class RedisConnection:
         if isinstance(result, list):
             raise self.corrupt(str(result[0]), str(result[1]))
         return result
+
+    async def call_packed(self, packed: bytes, script: str) -> Any:
+        """Send one EVALSHA the caller packed and return its reply, with the
+        client's own retries but without its per-call packing and bookkeeping
+        (most of a call's client CPU here). It goes on a connection kept for
+        these calls (`_lane`), or one from the pool while another call is on
+        it. A server that lost its script cache is given `script` once and
+        asked again."""
+        pool = self.client().connection_pool
+        with self.errors("write"):
+            if self._lane_busy:
+                conn = await pool.get_connection()
+                try:
+                    return await self._send_packed(conn, packed, script)
+                finally:
+                    await pool.release(conn)
+            self._lane_busy = True
+            try:
+                if self._lane is None:
+                    self._lane = await pool.get_connection()  # the pool closes it with the rest
+                return await self._send_packed(self._lane, packed, script)
+            finally:
+                self._lane_busy = False
+
+    async def _send_packed(self, conn: Any, packed: bytes, script: str) -> Any:
+        async def call() -> Any:
+            await conn.send_packed_command(packed, check_health=False)
+            return await conn.read_response()
+
+        async def drop(_: Exception) -> None:
+            await conn.disconnect()  # the next try connects it again
+
+        try:
+            return await conn.retry.call_with_retry(call, drop)
+        except NoScriptError:
+            await self.client().script_load(script)
+            return await conn.retry.call_with_retry(call, drop)
 
     async def read(
         self,

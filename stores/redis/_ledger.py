@@ -10,19 +10,29 @@ month ``2026-12`` and holds no ':', so it ends at the first ':')::
     P ledger-notice:{account}     STRING the time of the last messages_per_minute notice
     P ledger-periods:{account}    SET   the periods that have a counter hash
     P ledger-accounts             SET   every account, for `chatbridge usage`
+    P links                       HASH  read by reserve: linked ID -> person key (`_links`)
 
 Counters, periods and accounts live `LEDGER_TTL` (400 days, refreshed on each
 write); holds and stamps a day (each is pruned by the account's next reserve
 once past its own time); a notice two minutes. The scripts check every key's
 type first and refuse (`StoreCorrupt`, nothing written) one that is foreign.
+
+Reserve is the one ledger call on every limited message's path, so it is one
+round trip that also resolves the sender's link (`Hold.sender`), and its
+command is packed once per sender, accounts and day: only the five values that
+change per message are encoded each time (`_ReserveFrame`), and it goes
+straight to a connection (`RedisConnection.call_packed`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from redis.asyncio.client import Pipeline
 
 from chatbridge.core.ledger import (
     NANO,
+    PERSON_PREFIX,
     RATE_WINDOW,
     Hold,
     HoldRow,
@@ -63,22 +73,31 @@ local function remember(k, account, day, month, ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 """
-# KEYS: accounts, then per account day, month, holds, stamps, notice, periods.
-# ARGV: now, id, expires_at, tokens, nano, day, month, n, keep_ms, ttl_ms, window,
-# then per account: name, tokens/day, tokens/month, messages/minute, nano/day,
-# nano/month ("" = no limit).
+# KEYS: accounts, then per account day, month, holds, stamps, notice, periods,
+# then links.  ARGV: now, id, expires_at, tokens, nano (the five that change per
+# message), day, month, n, keep_ms, ttl_ms, window, sender ("" = none), then per
+# account: name, tokens/day, tokens/month, messages/minute, nano/day, nano/month
+# ("" = no limit).  The sender's person must own the first account, else the
+# reply is "moved PERSON" and nothing is written.
 _RESERVE = _lua(
     _TYPES
     + """
 local now, tokens, nano = tonumber(ARGV[1]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local day, month, n, window = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[11])
-local bad = types(n)
+local links = 2 + per * n
+local bad = types(n) or check(links, 'hash')
 if bad then return bad end
+if ARGV[12] ~= '' then
+  local person = redis.call('HGET', KEYS[links], ARGV[12]) or ARGV[12]
+  if '"""
+    + PERSON_PREFIX
+    + """' .. person ~= ARGV[13] then return 'moved ' .. person end
+end
 local function num(v) return tonumber(v) or 0 end
 local function lim(v) if v == '' then return nil end return tonumber(v) end
 local verdict = nil
 for i = 0, n - 1 do
-  local k, a = 1 + per * i, 11 + 6 * i
+  local k, a = 1 + per * i, 12 + 6 * i
   local hd_t, hd_n, hm_t, hm_n = 0, 0, 0, 0
   local holds = redis.call('HGETALL', KEYS[k + 3])
   for j = 1, #holds, 2 do
@@ -117,7 +136,7 @@ for i = 0, n - 1 do
   end
 end
 for i = 0, n - 1 do
-  local k, a = 1 + per * i, 11 + 6 * i
+  local k, a = 1 + per * i, 12 + 6 * i
   if verdict then
     count(k + 1, 'refused', 1, ARGV[10])
     count(k + 2, 'refused', 1, ARGV[10])
@@ -159,6 +178,21 @@ return 1
 )
 
 
+class _ReserveFrame(NamedTuple):
+    head: bytes  # the array's length, EVALSHA, the sha, the number of keys, the keys
+    tail: bytes  # the arguments after the five that change per message
+
+
+_ADMITTED = Verdict(True)
+_FRAMES_KEPT = 10_000  # senders' reserve frames kept before the cache starts over
+
+
+def _bulk(value: str) -> bytes:
+    """One RESP bulk string (encoded as the client encodes: UTF-8, surrogateescape)."""
+    data = value.encode("utf-8", "surrogateescape")
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
 def _limit(value: float | None, scale: int = 1) -> str:
     return "" if value is None else str(round(value * scale))
 
@@ -168,6 +202,9 @@ class RedisLedger:
 
     def __init__(self, db: RedisConnection) -> None:
         self._db = db
+        # The reserve command packed but for one message's values, by sender's
+        # accounts, day, month and sender.
+        self._frames: dict[tuple[object, ...], _ReserveFrame] = {}
 
     def _ledger_keys(self, account: str, day: str, month: str) -> list[str]:
         p = self._db.prefix
@@ -184,19 +221,42 @@ class RedisLedger:
         return f"{self._db.prefix}ledger-accounts"
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
+        frame = self._frames.get((hold.accounts, hold.day, hold.month, hold.sender))
+        if frame is None:
+            frame = self._reserve_frame(hold)
+        packed = b"".join(
+            (
+                frame.head,
+                _bulk(repr(hold.now)),
+                _bulk(hold.id),
+                _bulk(repr(hold.expires_at)),
+                _bulk(str(hold.tokens)),
+                _bulk(str(hold.nano_usd)),
+                frame.tail,
+            )
+        )
+        result = await self._db.call_packed(packed, _RESERVE.text)
+        if result == 1:
+            return _ADMITTED
+        if isinstance(result, list):
+            raise self._db.corrupt(str(result[0]), str(result[1]))
+        text = str(result)
+        if text.startswith("moved "):
+            return Verdict(False, moved=text[6:])
+        _, notify, kind, refusing = text.split(" ", 3)  # "refused 1 KIND ACCOUNT"
+        return Verdict(False, refusing, kind, notify == "1")
+
+    def _reserve_frame(self, hold: Hold) -> _ReserveFrame:
+        """The reserve command's bytes but for the five values of one message."""
         keys = [self._accounts_key()]
         args = [
-            repr(hold.now),
-            hold.id,
-            repr(hold.expires_at),
-            str(hold.tokens),
-            str(hold.nano_usd),
             hold.day,
             hold.month,
             str(len(hold.accounts)),
             str(_KEEP_MS),
             str(int(LEDGER_TTL * 1000)),
             repr(RATE_WINDOW),
+            hold.sender,
         ]
         for account in hold.accounts:
             lim = account.limits
@@ -209,11 +269,17 @@ class RedisLedger:
                 _limit(lim.usd_per_day, NANO),
                 _limit(lim.usd_per_month, NANO),
             ]
-        result = await self._db.script(_RESERVE, keys, args)
-        if result == 1:
-            return Verdict(True)
-        _, notify, kind, refusing = str(result).split(" ", 3)  # "refused 1 KIND ACCOUNT"
-        return Verdict(False, refusing, kind, notify == "1")
+        keys.append(f"{self._db.prefix}links")
+        count = 3 + len(keys) + 5 + len(args)  # EVALSHA, sha, numkeys, keys, args
+        head = [b"*%d\r\n" % count, _bulk("EVALSHA"), _bulk(_RESERVE.sha), _bulk(str(len(keys)))]
+        frame = _ReserveFrame(
+            b"".join(head + [_bulk(k) for k in keys]), b"".join(_bulk(a) for a in args)
+        )
+        frames = self._frames
+        if len(frames) > _FRAMES_KEPT:
+            frames.clear()
+        frames[(hold.accounts, hold.day, hold.month, hold.sender)] = frame
+        return frame
 
     async def ledger_settle(self, settlement: Settlement) -> None:
         keys, args = self._settle_call(settlement)

@@ -18,6 +18,7 @@ from chatbridge.core.ledger import (
     Snapshot,
     Tally,
     Verdict,
+    moved,
 )
 from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
@@ -306,8 +307,14 @@ class SqliteStore(StoreBase):
         return [ChannelCursor(platform, channel, last, at) for _, channel, last, at in rows]
 
     async def ledger_reserve(self, hold: Hold) -> Verdict:
-        """Read the counters, decide and record the hold in memory, with no
-        await in between (`_ledger`); a refusal is counted in the file."""
+        """Read the sender's link and the counters, decide and record the hold
+        in memory, with no await in between (`_ledger`); a refusal is
+        counted in the file."""
+        if hold.sender:
+            group = self._group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         verdict = self._holds.reserve(hold, self._counts(hold))
         if not verdict.ok:
             keys = [a.key for a in hold.accounts]
@@ -390,8 +397,11 @@ class SqliteStore(StoreBase):
             return _links.split(db, user)
 
     async def link_group(self, user: str) -> tuple[str, ...]:
-        """Asked for every message: answered from memory once read (links change
-        only through this store's join and split, which drop what is kept)."""
+        return self._group(user)
+
+    def _group(self, user: str) -> tuple[str, ...]:
+        """Asked for every limited message: answered from memory once read (links
+        change only through this store's join and split, which drop what is kept)."""
         group = self._groups.get(user)
         if group is None:
             group = self._ledger_read(lambda db: _links.group(db, user))

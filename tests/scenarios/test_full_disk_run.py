@@ -27,6 +27,7 @@ from chatbridge.core.texts import say
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 
 pytestmark = pytest.mark.slow
 
@@ -119,14 +120,14 @@ async def test_a_full_disk_while_serving_tells_the_user_and_readyz_until_space_i
 ) -> None:
     port = free_port()
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(f"""
-platforms:
-  telegram: {{enabled: true, base_url: "{telegram.base_url}", edit_interval: 0.1s}}
-memory: {{path: "{small_disk / "bot.db"}"}}
-providers: {{main: {{type: debug}}}}
-access: {{allow: [telegram:{ALICE}]}}
-server: {{port: {port}}}
-""")
+        write_run_config(
+            tmp_path,
+            port=port,
+            telegram=telegram.base_url,
+            debug=True,
+            platforms={"telegram": {"edit_interval": "0.1s"}},
+            memory={"path": str(small_disk / "bot.db")},
+        )
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path,
             env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
