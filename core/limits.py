@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import operator
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,15 +99,25 @@ def pool_of(place: PlaceSettings) -> Account | None:
 
 def prompt_tokens_bound(prompt: Prompt) -> int:
     """An upper bound on the prompt's tokens (see the module docstring)."""
-    size = _bytes(prompt.system) + 16
-    for turn in prompt.messages:
-        size += _bytes(turn.content) + 8
-    return size
+    # Asked for every limited message over every turn of the session: the
+    # lengths and the ASCII test run in C (`map`), one Python call per prompt.
+    texts = list(map(_CONTENT, prompt.messages))
+    texts.append(prompt.system)
+    size = 8 * len(prompt.messages) + 16
+    if all(map(str.isascii, texts)):  # the common case: a byte per character
+        return size + sum(map(len, texts))
+    return size + sum(map(_bytes, texts))
 
 
 def images_in(prompt: Prompt) -> int:
     """Image parts in the prompt, over all its turns."""
+    if not any(map(_PARTS, prompt.messages)):  # the common case, without a Python loop
+        return 0
     return sum(1 for turn in prompt.messages for part in turn.parts if part.kind == "image")
+
+
+_CONTENT = operator.attrgetter("content")
+_PARTS = operator.attrgetter("parts")
 
 
 def _bytes(text: str) -> int:
@@ -150,6 +161,15 @@ class LimitPolicy:
     terms: Mapping[str, ProviderTerms] = field(default_factory=dict)  # by provider name
     first: str = ""  # the provider a report without a name came from
     hold_ttl: float = DEFAULT_HOLD_TTL
+    # Derived from `terms` once (`worst` runs for every limited message): the
+    # largest `max_tokens` and the priced terms.
+    _answer_bound: int = field(init=False, repr=False, compare=False)
+    _priced: tuple[ProviderTerms, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        terms = self.terms.values() or (_NO_TERMS,)
+        object.__setattr__(self, "_answer_bound", max(t.max_tokens for t in terms))
+        object.__setattr__(self, "_priced", tuple(t for t in terms if t.price is not None))
 
     def limits_of(self, person: str, user_id: str) -> Limits:
         """`people[person]`, else `people[user_id]`, else `default`."""
@@ -157,13 +177,12 @@ class LimitPolicy:
 
     def worst(self, prompt_tokens: int, images: int = 0) -> tuple[int, int]:
         """Tokens and nano-dollars the request may cost at most, whichever provider answers."""
-        terms = self.terms.values() or (_NO_TERMS,)
         if not images:  # the common case
-            tokens = prompt_tokens + max(t.max_tokens for t in terms)
-            priced = [t for t in terms if t.price is not None]
-            if not priced:
+            tokens = prompt_tokens + self._answer_bound
+            if not self._priced:
                 return tokens, 0
-            return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in priced)  # type: ignore[union-attr]
+            return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in self._priced)  # type: ignore[union-attr]
+        terms = self.terms.values() or (_NO_TERMS,)
         tokens = max(prompt_tokens + images * t.image_tokens + t.max_tokens for t in terms)
         nanos = [
             t.price.nano(prompt_tokens + images * t.image_tokens, t.max_tokens)
@@ -296,12 +315,16 @@ class LimitGate:
         now = self._clock.now()
         count = images_in(prompt) if images is None else images
         prompt_tokens = prompt_tokens_bound(prompt)
+        # `_hold`, spelled out: this runs for every limited message.
+        policy = self.policy
+        tokens, nano = policy.worst(prompt_tokens, count)
+        day, month = self.periods(now)
         hid = f"{self._id_prefix}-{next(self._ids)}"
-        hold = self._hold(prompt_tokens, count, accounts, now, hid, sender)
+        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + policy.hold_ttl, sender)
         verdict = await self._store.ledger_reserve(hold)
         if not verdict.ok:
             return verdict
-        return Admitted(hold, self.policy.worst_input(prompt_tokens, count))
+        return Admitted(hold, policy.worst_input(prompt_tokens, count))
 
     async def could_admit(
         self, prompt: Prompt, *, accounts: tuple[Account, ...], images: int
@@ -379,9 +402,10 @@ class LimitGate:
             nano = hold.nano_usd
         else:
             tokens_in = tokens_out = nano = 0
+        accounts = hold.accounts
         return Settlement(
             hold.id,
-            tuple(a.key for a in hold.accounts),
+            (accounts[0].key,) if len(accounts) == 1 else tuple([a.key for a in accounts]),
             hold.day,
             hold.month,
             tokens_in,

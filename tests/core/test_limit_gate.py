@@ -7,7 +7,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from chatbridge.core.ledger import Limits
-from chatbridge.core.limits import Admitted, LimitGate, LimitPolicy, Meter, Price, ProviderTerms
+from chatbridge.core.limits import (
+    Admitted,
+    LimitGate,
+    LimitPolicy,
+    Meter,
+    Price,
+    ProviderTerms,
+    images_in,
+    prompt_tokens_bound,
+)
 from chatbridge.core.models import MediaPart, Turn
 from chatbridge.core.ports import Prompt
 from chatbridge.stores.sqlite import SqliteStore
@@ -73,3 +82,51 @@ async def test_images_hold_each_providers_dearest_image_and_unreported_counts_it
     assert admitted.hold.nano_usd == price.nano(text + 2 * 4_800, 50)
     unreported = gate.settlement(admitted, Meter(), completed=True)
     assert (unreported.tokens_in, unreported.tokens_out) == (text + 2 * 4_800, 50)
+
+
+def test_prompt_bound_counts_utf8_bytes_wherever_a_non_ascii_text_is() -> None:
+    def bound(system: str, *texts: str) -> int:
+        return prompt_tokens_bound(Prompt(system=system, messages=tuple(map(_user, texts))))
+
+    # 16 per request, 8 per message, a byte per ASCII character.
+    assert bound("sys", "hello", "ab") == 16 + 3 + (8 + 5) + (8 + 2)
+    assert bound("") == 16
+    # "ü" and "€" are 2 and 3 bytes in UTF-8, in the system prompt or in any turn.
+    assert bound("süß", "hello") == 16 + 5 + (8 + 5)
+    assert bound("sys", "hello", "5 €") == 16 + 3 + (8 + 5) + (8 + 5)
+    assert bound("sys", "😀") == 16 + 3 + (8 + 4)
+
+
+def test_images_in_counts_image_parts_only() -> None:
+    image = MediaPart("image", "image/png", b"iVBORw0K")
+    pdf = MediaPart("document", "application/pdf", b"JVBERi0")
+    plain = Prompt(system="", messages=(_user("a"), _user("b")))
+    mixed = Prompt(
+        system="",
+        messages=(
+            _user("a"),
+            Turn("user", "b", parts=(image, pdf)),
+            Turn("user", "c", parts=(image,)),
+        ),
+    )
+    assert images_in(plain) == 0
+    assert images_in(mixed) == 2
+
+
+def test_worst_without_images_takes_the_largest_answer_and_dearest_price() -> None:
+    cheap, dear = Price(1.0, 2.0), Price(3.0, 15.0)
+    policy = LimitPolicy(
+        terms={
+            "a": ProviderTerms(max_tokens=100, price=cheap),
+            "b": ProviderTerms(max_tokens=400, price=dear),
+            "c": ProviderTerms(max_tokens=900),
+        }
+    )
+    assert policy.worst(1000) == (1900, dear.nano(1000, 400))
+    assert LimitPolicy().worst(1000) == (1000 + ProviderTerms().max_tokens, 0)
+    unpriced = LimitPolicy(terms={"c": ProviderTerms(max_tokens=900)})
+    assert unpriced.worst(10) == (910, 0)
+
+
+def _user(text: str) -> Turn:
+    return Turn("user", text)
