@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chatbridge.core.incoming import skeleton
 from chatbridge.core.memory import build_bridge, neutralise
 from chatbridge.core.models import MemoryEntry
 from tests.support import tally
@@ -341,3 +342,12 @@ def test_ordinary_text_passes_unchanged(lines: list[str]) -> None:
     if "conversation" in _read(text).replace(" ", ""):
         return  # random letters spelling the tag name are not ordinary
     assert neutralise(text) == text
+
+
+@FUZZ
+@given(text=st.text(st.characters(max_codepoint=0x7F), max_size=60))
+def test_an_ascii_text_folds_as_its_characters_do_one_by_one(text: str) -> None:
+    """`skeleton`'s shortcut for plain ASCII gives what its per-character
+    folding gives (forced here by a trailing "é", which folds to "e")."""
+    folded, origin = skeleton(f"{text}\u00e9")
+    assert skeleton(text) == (folded[:-1], origin[:-1])
