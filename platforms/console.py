@@ -30,7 +30,7 @@ __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
 
 
 class ConsoleOutbox:
-    limits = PlatformLimits(max_chars=1_000_000, edit_interval=None)
+    limits = PlatformLimits(max_chars=1_000_000, edit_interval=None, edits_after_restart=False)
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
