@@ -65,6 +65,7 @@ class RowReader:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._reported: set[tuple[str, object]] = set()
+        self.skipped = 0  # damaged rows met, reported or not: a read that met none is whole
 
     def read(
         self,
@@ -111,6 +112,7 @@ class RowReader:
 
     def skip(self, table: str, ident: object) -> None:
         """Report a damaged row once; `ident` is its id (never its content)."""
+        self.skipped += 1
         shown = ident if isinstance(ident, int | str) else "?"
         if (table, shown) in self._reported:
             return

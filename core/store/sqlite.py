@@ -6,6 +6,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ from chatbridge.core.store.base import StoreError
 
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
+_SESSIONS_KEPT = 1_000  # sessions kept in memory before that cache starts over
 _NOTHING = Tally()
 
 _UPSERT_SESSION = """
@@ -74,6 +76,7 @@ _RING = """
 SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
 _SESSION = "SELECT rowid, user, started_at, last_active FROM sessions WHERE key = ?"
+_DATA_VERSION = "PRAGMA data_version"
 _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
 # usage has no rowid (WITHOUT ROWID); a damaged row is named by its day.
 _USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
@@ -112,8 +115,10 @@ class SqliteStore:
     next `forget`.
 
     Several processes may share a file (WAL: readers never block the writer),
-    so admin commands work while the bot runs; sessions are read from the
-    store on every message, so what another process changed is seen at once.
+    so admin commands work while the bot runs. A session this connection
+    read whole or committed is kept in memory and served again only while
+    SQLite's `data_version` says no other connection has committed since
+    (one PRAGMA per read): what another process changed is seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file, or a `-wal` older than the file's last
@@ -142,6 +147,8 @@ class SqliteStore:
         self._holds = LedgerBook()  # this process's holds and stamps (`_sqlite_ledger`)
         self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
         self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
+        self._sessions: dict[str, Session] = {}  # as stored, while `_version` holds
+        self._version = -1  # the file's `data_version` the kept sessions are of
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
@@ -158,18 +165,27 @@ class SqliteStore:
             raise StoreError(f"{self._path} could not be created ({reason(err)})") from err
         _sqlite_check.check_existing(self._path)
         self._db, self._vacuum_on_forget, self._wal = _sqlite_file.connect(self._path)
+        self._unchanged()  # what the file holds now is what this connection reads
 
     async def load_session(self, key: str) -> Session | None:
         """None also when the session's own row is damaged (a fresh session
         starts; its next commit replaces the row); a damaged turn is left out."""
+        kept = self._kept().get(key)
+        if kept is not None:
+            return replace(kept, turns=list(kept.turns))
+        skipped = self._rows.skipped
         rows = self._rows_of("sessions", _SESSION, (key,), _SESSION_COLS)
         if not rows:
             return None
         _, user, started_at, last_active = rows[0]
         turns = self._rows_of("turns", _TURNS, (key,), "id role content")
-        return Session(key, user, started_at, last_active, [Turn(r, c) for _, r, c in turns])
+        session = Session(key, user, started_at, last_active, [Turn(r, c) for _, r, c in turns])
+        if self._rows.skipped == skipped:  # whole: what the file holds
+            self._keep(session)
+        return session
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
+        self._sessions.pop(key, None)
         with self._txn() as db:
             db.execute("DELETE FROM turns WHERE key = ?", (key,))
             if session is None:
@@ -197,6 +213,11 @@ class SqliteStore:
         )
         settled = exchange.settlement
         tally = _NOTHING if settled is None else settled.tally  # built once: used twice
+        # Its stored turns become the session's own if it was kept (whole) or
+        # all its turns are written now; anything else is read again.
+        whole = key in self._sessions or exchange.added_turns >= len(session.turns)
+        self._sessions.pop(key, None)
+        written = False
         with self._txn() as db:
             if exchange.inbox_key:
                 _sqlite_inbox.done(db, exchange.inbox_key, time.time())
@@ -204,12 +225,15 @@ class SqliteStore:
                 _sqlite_ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see base.Store.forget.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+                written = True
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
                 db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
                 db.execute(_TRIM_TURNS, (key, len(session.turns)))
                 db.execute(_INSERT_ENTRY, entry)
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
+        if written and whole and self._unchanged():
+            self._keep(session)
         if settled is not None:
             self._counted_add(settled.accounts, settled.day, settled.month, tally)
             self._holds.release(settled)
@@ -229,6 +253,7 @@ class SqliteStore:
         Sessions have no index on `user` (it would cost a page write per commit),
         so this scans them; forget is rare and the scan takes milliseconds.
         """
+        self._sessions.clear()
         with self._txn() as db:
             db.execute(
                 "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
@@ -405,6 +430,7 @@ class SqliteStore:
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None
         wal, self._wal = self._wal, None
+        self._sessions.clear()
         if db is not None and wal is not None:
             try:
                 wal.checkpoint(db, "TRUNCATE")
@@ -415,6 +441,31 @@ class SqliteStore:
             finally:
                 wal.close()
                 db.close()
+
+    def _kept(self) -> dict[str, Session]:
+        """The sessions kept in memory, first emptied if another connection
+        committed since they were read."""
+        self._unchanged()
+        return self._sessions
+
+    def _unchanged(self) -> bool:
+        """True when no other connection (another process, an admin command)
+        committed to the file since the last call: SQLite's `data_version`
+        moves only then, not for this connection's own commits. Else the kept
+        sessions are dropped."""
+        version = self._read(_DATA_VERSION, ())[0][0]
+        if version == self._version:
+            return True
+        self._sessions.clear()
+        self._version = version
+        return False
+
+    def _keep(self, session: Session) -> None:
+        if len(self._sessions) >= _SESSIONS_KEPT:
+            self._sessions.clear()
+        # As a read gives it back: a stored turn keeps no media parts.
+        turns = [t if not t.parts else Turn(t.role, t.content) for t in session.turns]
+        self._sessions[session.key] = replace(session, turns=turns)
 
     def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
         try:

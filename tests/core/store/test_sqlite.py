@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 import stat
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from chatbridge.core.models import Turn
 from chatbridge.core.store import SqliteStore, StoreError, open_store
 from tests.core.store.helpers import exchange, store_path
 
@@ -73,3 +75,98 @@ async def test_open_store_backends(tmp_path: Path) -> None:
         await open_store(backend="redis", path=tmp_path / "r", url=nobody, max_entries=3)
     with pytest.raises(StoreError, match="unknown store backend 'mongo'"):
         await open_store(backend="mongo", path=tmp_path / "m", url="", max_entries=3)
+
+
+def _session_reads(store: SqliteStore) -> list[str]:
+    """SELECTs on sessions and turns the store's connection runs from now on."""
+    reads: list[str] = []
+
+    def trace(sql: str) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and (" sessions " in sql or " turns " in sql):
+            reads.append(sql)
+
+    store._db.set_trace_callback(trace)  # type: ignore[union-attr]
+    return reads
+
+
+async def test_a_session_committed_here_is_served_without_reading_it_again(
+    tmp_path: Path,
+) -> None:
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    first = exchange("Paket?")
+    key = first.session.key
+    await bot.commit_exchange(first)
+    more = [Turn("user", "Und?"), Turn("assistant", "Mittwoch")]
+    later = replace(first.session, last_active=1010.0, turns=[*first.session.turns, *more])
+    await bot.commit_exchange(replace(first, session=later))
+    reads = _session_reads(bot)
+    kept = await bot.load_session(key)
+    assert reads == []
+    fresh = SqliteStore(path, max_entries=5)  # opening writes: bot's kept sessions go
+    await fresh.open()
+    try:
+        assert kept == await fresh.load_session(key)
+        assert kept is not None
+        assert kept.turns == later.turns
+    finally:
+        await fresh.aclose()
+        await bot.aclose()
+
+
+async def test_a_session_another_connection_changed_is_read_again(tmp_path: Path) -> None:
+    """The kept session is served only while no other connection committed
+    (`data_version`): an admin's process, or any SQLite client."""
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    mine = exchange("Paket?")
+    key = mine.session.key
+    await bot.commit_exchange(mine)
+    assert await bot.load_session(key) == mine.session
+    other = SqliteStore(path, max_entries=5)
+    await other.open()
+    theirs = exchange("Rechnung?", ts=2000.0)
+    await other.commit_exchange(theirs)
+    await other.aclose()
+    assert await bot.load_session(key) == theirs.session
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE turns SET content = 'geändert' WHERE role = 'user'")
+    db.close()
+    session = await bot.load_session(key)
+    assert session is not None
+    assert session.turns[0].content == "geändert"
+    await bot.aclose()
+
+
+async def test_a_session_read_with_a_damaged_turn_is_not_kept(tmp_path: Path) -> None:
+    """A damaged turn is left out of the read, but its row still counts for the
+    commit's trim: what follows is read again, never reassembled from memory."""
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    start = exchange("u1")
+    more = [Turn("user", "u2"), Turn("assistant", "a2")]
+    start = replace(start, session=replace(start.session, turns=[*start.session.turns, *more]))
+    await bot.commit_exchange(replace(start, added_turns=4))
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE turns SET content = CAST(x'ff' AS TEXT) WHERE content = 'answer to u1'")
+    db.close()
+    loaded = await bot.load_session(start.session.key)
+    assert loaded is not None
+    assert [t.content for t in loaded.turns] == ["u1", "u2", "a2"]
+    loaded.turns += [Turn("user", "u3"), Turn("assistant", "a3")]
+    await bot.commit_exchange(replace(start, session=loaded))
+    again = await bot.load_session(start.session.key)
+    fresh = SqliteStore(path, max_entries=5)  # opening writes: bot's kept sessions go
+    await fresh.open()
+    try:
+        assert again == await fresh.load_session(start.session.key)
+        assert again is not None
+        assert [t.content for t in again.turns] == ["u2", "a2", "u3", "a3"]
+    finally:
+        await fresh.aclose()
+        await bot.aclose()
