@@ -264,8 +264,10 @@ def visible_entries(
     return [entry for entry in entries if entry.scope == scope]
 
 
+@functools.lru_cache(maxsize=1024)
 def format_time(timestamp: float, tz: tzinfo | None) -> str:
-    """The seed's entry time, `05.04. 14:23`."""
+    """The seed's entry time, `05.04. 14:23`; cached, as a trimmed session
+    shows the same entries in block after block."""
     return datetime.fromtimestamp(timestamp, tz).strftime("%d.%m. %H:%M")
 
 
