@@ -16,6 +16,7 @@ what Python's module may quote.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -82,8 +83,7 @@ class RowReader:
         first identifies the row (`rowid`, `id`, or the inbox `key`) and is
         what a report names. Raises `sqlite3.Error` for a failing query.
         """
-        names = columns.split()
-        allowed = [self._allowed(table, name) for name in names]
+        allowed = _allowed_types(table, columns)
         factory = db.text_factory
         db.text_factory = _decode
         try:
@@ -124,10 +124,14 @@ class RowReader:
             table,
         )
 
-    @staticmethod
-    def _allowed(table: str, column: str) -> frozenset[type]:
-        kinds = _IDS.get(column) or {**COLUMNS, **_EXTRA}[table][column]
-        return frozenset(_PYTHON[k] for k in kinds)
+
+@functools.lru_cache(maxsize=64)
+def _allowed_types(table: str, columns: str) -> tuple[frozenset[type], ...]:
+    """The Python types each of `columns` (space-separated) may read as."""
+    return tuple(
+        frozenset(_PYTHON[k] for k in _IDS.get(name) or {**COLUMNS, **_EXTRA}[table][name])
+        for name in columns.split()
+    )
 
 
 def reason(err: sqlite3.Error | OSError) -> str:

@@ -6,7 +6,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -171,8 +170,8 @@ class SqliteStore:
         """None also when the session's own row is damaged (a fresh session
         starts; its next commit replaces the row); a damaged turn is left out."""
         kept = self._kept().get(key)
-        if kept is not None:
-            return replace(kept, turns=list(kept.turns))
+        if kept is not None:  # a copy: the caller may change its turns
+            return Session(key, kept.user, kept.started_at, kept.last_active, list(kept.turns))
         skipped = self._rows.skipped
         rows = self._rows_of("sessions", _SESSION, (key,), _SESSION_COLS)
         if not rows:
@@ -465,7 +464,9 @@ class SqliteStore:
             self._sessions.clear()
         # As a read gives it back: a stored turn keeps no media parts.
         turns = [t if not t.parts else Turn(t.role, t.content) for t in session.turns]
-        self._sessions[session.key] = replace(session, turns=turns)
+        self._sessions[session.key] = Session(
+            session.key, session.user, session.started_at, session.last_active, turns
+        )
 
     def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
         try:
