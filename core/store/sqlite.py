@@ -213,7 +213,9 @@ class SqliteStore:
         settled = exchange.settlement
         tally = _NOTHING if settled is None else settled.tally  # built once: used twice
         # Its stored turns become the session's own if it was kept (whole) or
-        # all its turns are written now; anything else is read again.
+        # all its turns are written now; anything else is read again. Kept on
+        # a file another connection wrote since, it is dropped unserved: the
+        # next read's `data_version` check finds that write.
         whole = key in self._sessions or exchange.added_turns >= len(session.turns)
         self._sessions.pop(key, None)
         written = False
@@ -231,7 +233,7 @@ class SqliteStore:
                 db.execute(_INSERT_ENTRY, entry)
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
-        if written and whole and self._unchanged():
+        if written and whole:
             self._keep(session)
         if settled is not None:
             self._counted_add(settled.accounts, settled.day, settled.month, tally)

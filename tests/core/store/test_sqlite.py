@@ -170,3 +170,27 @@ async def test_a_session_read_with_a_damaged_turn_is_not_kept(tmp_path: Path) ->
     finally:
         await fresh.aclose()
         await bot.aclose()
+
+
+async def test_a_commit_after_another_connection_wrote_keeps_nothing(tmp_path: Path) -> None:
+    """Another connection changed the session between its read and the
+    commit that appends to it: the commit's result is read from the file."""
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    first = exchange("Paket?")
+    await bot.commit_exchange(first)
+    loaded = await bot.load_session(first.session.key)
+    assert loaded is not None
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE turns SET content = 'von nebenan' WHERE role = 'user'")
+    db.close()
+    loaded.turns += [Turn("user", "Und?"), Turn("assistant", "Mittwoch")]
+    await bot.commit_exchange(replace(first, session=loaded))
+    again = await bot.load_session(first.session.key)
+    assert again is not None
+    assert [t.content for t in again.turns] == [
+        "von nebenan", "answer to Paket?", "Und?", "Mittwoch",
+    ]  # fmt: skip
+    await bot.aclose()
