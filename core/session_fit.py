@@ -114,7 +114,8 @@ def choose_entries(
     if not asked:
         return newest
     for entry in reversed(older):
-        if asked & _words(entry.user_message, entry.assistant_summary):
+        said, answered = _words_of(entry.user_message), _words_of(entry.assistant_summary)
+        if not (asked.isdisjoint(said) and asked.isdisjoint(answered)):
             return [entry, *newest[1:]]
     return newest
 

@@ -74,6 +74,10 @@ DELETE FROM ring WHERE user = ?1 AND id <= (
 _RING = """
 SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
+# A user's whole ring (at most ?2 rows are read), to keep in memory.
+_WHOLE_RING = """
+SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
+FROM ring WHERE user = ? ORDER BY id DESC LIMIT ?"""
 _SESSION = "SELECT rowid, user, started_at, last_active FROM sessions WHERE key = ?"
 _DATA_VERSION = "PRAGMA data_version"
 _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
@@ -114,10 +118,11 @@ class SqliteStore:
     next `forget`.
 
     Several processes may share a file (WAL: readers never block the writer),
-    so admin commands work while the bot runs. A session this connection
-    read whole or committed is kept in memory and served again only while
-    SQLite's `data_version` says no other connection has committed since
-    (one PRAGMA per read): what another process changed is seen at once.
+    so admin commands work while the bot runs. A session or a user's ring
+    this connection read whole or committed is kept in memory and served
+    again only while SQLite's `data_version` says no other connection has
+    committed since (one PRAGMA per read): what another process changed is
+    seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file, or a `-wal` older than the file's last
@@ -147,6 +152,7 @@ class SqliteStore:
         self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
         self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
         self._sessions: dict[str, Session] = {}  # as stored, while `_version` holds
+        self._rings: dict[str, list[MemoryEntry]] = {}  # whole rings, oldest first, likewise
         self._version = -1  # the file's `data_version` the kept sessions are of
 
     async def open(self) -> None:
@@ -218,6 +224,7 @@ class SqliteStore:
         # next read's `data_version` check finds that write.
         whole = key in self._sessions or exchange.added_turns >= len(session.turns)
         self._sessions.pop(key, None)
+        ring = self._rings.pop(user, None)
         written = False
         with self._txn() as db:
             if exchange.inbox_key:
@@ -235,6 +242,9 @@ class SqliteStore:
                 db.execute(_TRIM, (user, self._max))
         if written and whole:
             self._keep(session)
+        if written and ring is not None:  # as _TRIM left it: the newest `_max`
+            ring.append(MemoryEntry(*entry[1:6], user, e.scope))
+            self._rings[user] = ring[-self._max :]
         if settled is not None:
             self._counted_add(settled.accounts, settled.day, settled.month, tally)
             self._holds.release(settled)
@@ -243,8 +253,26 @@ class SqliteStore:
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
         if not user:
             return []
+        whole = self._kept_ring(user)
+        if whole is not None:
+            return [entry for entry in whole if entry.timestamp > since]
         rows = self._rows_of("ring", _RING, (user, since, self._max), _RING_COLS)
         return [MemoryEntry(*row[1:]) for row in reversed(rows)]
+
+    def _kept_ring(self, user: str) -> list[MemoryEntry] | None:
+        """`user`'s whole ring, kept in memory like sessions; None when it is
+        not whole: more rows than `max_entries` (a lowered limit, trimmed by
+        the next commit) or a damaged one, which the filtered query serves."""
+        if (whole := self._kept_rings().get(user)) is not None:
+            return whole
+        skipped = self._rows.skipped
+        rows = self._rows_of("ring", _WHOLE_RING, (user, self._max + 1), _RING_COLS)
+        if len(rows) > self._max or self._rows.skipped != skipped:
+            return None
+        if len(self._rings) >= _SESSIONS_KEPT:
+            self._rings.clear()
+        whole = self._rings[user] = [MemoryEntry(*row[1:]) for row in reversed(rows)]
+        return whole
 
     async def forget(self, user: str) -> None:
         """Delete the user's rows, mark their pending inbox entries done and
@@ -255,6 +283,7 @@ class SqliteStore:
         so this scans them; forget is rare and the scan takes milliseconds.
         """
         self._sessions.clear()
+        self._rings.clear()
         with self._txn() as db:
             db.execute(
                 "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
@@ -432,6 +461,7 @@ class SqliteStore:
         db, self._db = self._db, None
         wal, self._wal = self._wal, None
         self._sessions.clear()
+        self._rings.clear()
         if db is not None and wal is not None:
             try:
                 wal.checkpoint(db, "TRUNCATE")
@@ -449,6 +479,11 @@ class SqliteStore:
         self._unchanged()
         return self._sessions
 
+    def _kept_rings(self) -> dict[str, list[MemoryEntry]]:
+        """The rings kept in memory, likewise."""
+        self._unchanged()
+        return self._rings
+
     def _unchanged(self) -> bool:
         """True when no other connection (another process, an admin command)
         committed to the file since the last call: SQLite's `data_version`
@@ -458,6 +493,7 @@ class SqliteStore:
         if version == self._version:
             return True
         self._sessions.clear()
+        self._rings.clear()
         self._version = version
         return False
 

@@ -194,3 +194,104 @@ async def test_a_commit_after_another_connection_wrote_keeps_nothing(tmp_path: P
         "von nebenan", "answer to Paket?", "Und?", "Mittwoch",
     ]  # fmt: skip
     await bot.aclose()
+
+
+def _ring_reads(store: SqliteStore) -> list[str]:
+    reads: list[str] = []
+    store._db.set_trace_callback(  # type: ignore[union-attr]
+        lambda sql: reads.append(sql) if " FROM ring " in sql else None
+    )
+    return reads
+
+
+async def test_a_ring_committed_here_is_served_without_reading_it_again(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=3)
+    await bot.open()
+    assert await bot.ring("telegram:1", since=0) == []
+    for n in range(5):
+        await bot.commit_exchange(exchange(f"Frage {n}", ts=1000.0 + n))
+    reads = _ring_reads(bot)
+    kept = await bot.ring("telegram:1", since=1002.5)
+    assert reads == []
+    assert [e.user_message for e in kept] == ["Frage 3", "Frage 4"]
+    whole = await bot.ring("telegram:1", since=0)
+    assert [e.user_message for e in whole] == ["Frage 2", "Frage 3", "Frage 4"]
+    fresh = SqliteStore(path, max_entries=3)  # opening writes: bot's kept rings go
+    await fresh.open()
+    try:
+        assert kept == await fresh.ring("telegram:1", since=1002.5)
+        assert await bot.ring("telegram:1", since=0) == await fresh.ring("telegram:1", since=0)
+    finally:
+        await fresh.aclose()
+        await bot.aclose()
+
+
+async def test_a_ring_another_connection_changed_is_read_again(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    await bot.commit_exchange(exchange("Paket?"))
+    assert [e.user_message for e in await bot.ring("telegram:1", since=0)] == ["Paket?"]
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE ring SET user_message = 'von nebenan'")
+    db.close()
+    assert [e.user_message for e in await bot.ring("telegram:1", since=0)] == ["von nebenan"]
+    await bot.aclose()
+
+
+async def test_a_ring_longer_than_max_entries_is_cut_as_the_query_cuts_it(
+    tmp_path: Path,
+) -> None:
+    """A lowered `max_entries`: until the next commit trims the file, the
+    newest `max_entries` newer than `since` are read, as before."""
+    path = store_path("sqlite", tmp_path)
+    wide = SqliteStore(path, max_entries=5)
+    await wide.open()
+    for n in range(5):
+        await wide.commit_exchange(exchange(f"Frage {n}", ts=1000.0 + n))
+    await wide.aclose()
+    narrow = SqliteStore(path, max_entries=3)
+    await narrow.open()
+    for _ in range(2):  # the second time from memory, if it were kept
+        ring = await narrow.ring("telegram:1", since=1000.5)
+        assert [e.user_message for e in ring] == ["Frage 2", "Frage 3", "Frage 4"]
+    await narrow.aclose()
+
+
+async def test_a_ring_read_with_a_damaged_entry_is_not_kept(tmp_path: Path) -> None:
+    """The damaged entry is left out of the read but still counts for the
+    commit's trim: what follows is read again, never reassembled from memory."""
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=3)
+    await bot.open()
+    for n in range(3):
+        await bot.commit_exchange(exchange(f"Frage {n}", ts=1000.0 + n))
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(
+            "UPDATE ring SET user_message = CAST(x'ff' AS TEXT) WHERE user_message = 'Frage 1'"
+        )
+    db.close()
+    ring = await bot.ring("telegram:1", since=0)
+    assert [e.user_message for e in ring] == ["Frage 0", "Frage 2"]
+    await bot.commit_exchange(exchange("Frage 3", ts=1003.0))
+    ring = await bot.ring("telegram:1", since=0)
+    assert [e.user_message for e in ring] == ["Frage 2", "Frage 3"]
+    await bot.aclose()
+
+
+async def test_a_reply_in_flight_during_forget_stays_out_of_the_kept_ring(
+    tmp_path: Path,
+) -> None:
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    await bot.commit_exchange(exchange("geheim"))
+    await bot.forget("telegram:1")
+    assert await bot.ring("telegram:1", since=0) == []
+    await bot.commit_exchange(exchange("geheim noch"))  # its session began before the forget
+    assert await bot.ring("telegram:1", since=0) == []
+    assert await bot.load_session(exchange("x").session.key) is None
+    await bot.aclose()
