@@ -222,8 +222,11 @@ class SqliteStore:
         # all its turns are written now; anything else is read again. Kept on
         # a file another connection wrote since, it is dropped unserved: the
         # next read's `data_version` check finds that write.
-        whole = key in self._sessions or exchange.added_turns >= len(session.turns)
-        self._sessions.pop(key, None)
+        stored = self._sessions.pop(key, None)
+        whole = stored is not None or exchange.added_turns >= len(session.turns)
+        # The trim has nothing to delete when the kept session plus the new
+        # turns is no longer than the session (checked against other writers).
+        short = stored is not None and len(stored.turns) + len(added) <= len(session.turns)
         ring = self._rings.pop(user, None)
         written = False
         with self._txn() as db:
@@ -236,7 +239,13 @@ class SqliteStore:
                 written = True
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
                 db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
-                db.execute(_TRIM_TURNS, (key, len(session.turns)))
+                if short and not self._unchanged():
+                    # Another writer committed: `_version` moved past it, so
+                    # nothing kept from before may be put back after this commit.
+                    short = whole = False
+                    ring = None
+                if not short:
+                    db.execute(_TRIM_TURNS, (key, len(session.turns)))
                 db.execute(_INSERT_ENTRY, entry)
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))

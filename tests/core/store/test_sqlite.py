@@ -295,3 +295,31 @@ async def test_a_reply_in_flight_during_forget_stays_out_of_the_kept_ring(
     assert await bot.ring("telegram:1", since=0) == []
     assert await bot.load_session(exchange("x").session.key) is None
     await bot.aclose()
+
+
+async def test_the_turns_trim_runs_only_when_it_has_turns_to_drop(tmp_path: Path) -> None:
+    path = store_path("sqlite", tmp_path)
+    bot = SqliteStore(path, max_entries=5)
+    await bot.open()
+    first = exchange("u0")
+    await bot.commit_exchange(first)
+    statements: list[str] = []
+    bot._db.set_trace_callback(statements.append)  # type: ignore[union-attr]
+    grown = replace(
+        first.session, turns=[*first.session.turns, Turn("user", "u1"), Turn("assistant", "a1")]
+    )
+    await bot.commit_exchange(replace(first, session=grown))
+    assert not [s for s in statements if s.startswith("DELETE FROM turns")]
+    # The oldest exchange dropped (as `append_turns` drops it past max_turns).
+    moved = replace(grown, turns=[*grown.turns[2:], Turn("user", "u2"), Turn("assistant", "a2")])
+    await bot.commit_exchange(replace(first, session=moved))
+    assert [s for s in statements if s.strip().startswith("DELETE FROM turns")]
+    fresh = SqliteStore(path, max_entries=5)
+    await fresh.open()
+    try:
+        stored = await fresh.load_session(first.session.key)
+        assert stored is not None
+        assert [t.content for t in stored.turns] == ["u1", "a1", "u2", "a2"]
+    finally:
+        await fresh.aclose()
+        await bot.aclose()
