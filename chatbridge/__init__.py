@@ -3,9 +3,9 @@ what you said an hour ago.
 
 The installed distribution has this one import package; the repository keeps
 its parts in top-level folders that setuptools maps into it:
-`chatbridge.core` (engine, memory, store, contracts, the composition root in
-`chatbridge.core.app`), `chatbridge.platforms`, `chatbridge.providers` and
-`chatbridge.config`.
+`chatbridge.core` (engine, memory, contracts, the composition root in
+`chatbridge.core.app`), `chatbridge.platforms`, `chatbridge.providers`,
+`chatbridge.stores` and `chatbridge.config`.
 """
 
 from __future__ import annotations

@@ -54,10 +54,10 @@ from chatbridge.core.ports import (
     TextDelta,
     in_progress_phase,
 )
+from chatbridge.core.ports.store import LeaseLost, Store, StoreError
 from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import LeaseLost, Store, StoreError
 
 __all__ = ["Answerer"]
 
@@ -109,12 +109,12 @@ class Answerer:
         `LeaseLost` (the entry stays pending for the lease's new holder)."""
         now = self._clock.now()
         settings, provider = place.settings, place.provider
-        person = await self._people.of(entry.message.conversation)
+        sender = _Sender(self._people, entry.message.conversation)
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
         session, content, rewritten = await self._open_turn(
-            entry, now, place, prepared.text, person
+            entry, now, place, prepared.text, sender
         )
         conversation_key = entry.message.conversation.key
 
@@ -125,7 +125,7 @@ class Answerer:
         # where none outlives the process, recording them is a write for nothing.
         lasting = outbox.limits.edits_after_restart
         reply = StreamingReply(
-            outbox, posted=entry.sent, on_posted=record_posted if lasting else None
+            outbox, sent=entry.sent, on_posted=record_posted if lasting else None
         )
         usage = Usage()
         meter, admitted, completed = Meter(), None, False
@@ -140,7 +140,7 @@ class Answerer:
                     cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(entry, outbox, prompt, person.key, place)
+                    admitted = await self._admit(entry, outbox, prompt, sender, place)
                     if admitted is None:
                         return Outcome.REFUSED
                 try:
@@ -207,18 +207,25 @@ class Answerer:
         return Outcome.ANSWERED
 
     async def _admit(
-        self, entry: InboxEntry, outbox: Outbox, prompt: Prompt, person: str, place: PlaceSettings
+        self,
+        entry: InboxEntry,
+        outbox: Outbox,
+        prompt: Prompt,
+        sender: _Sender,
+        place: PlaceSettings,
     ) -> Admitted | None:
         """Reserve the request's worst case on the person's account and the
         place's pool; None (after at most one sentence; the caller closes the
-        entry, nothing is stored) when a limit refuses it."""
+        entry, nothing is stored) when a limit refuses it. A linked sender's
+        person is read by the store within the reserve (`Hold.sender`)."""
         assert self._limits is not None
         conversation = entry.message.conversation
         language = place.settings.language
         # Whether the sender is an admin matters only when admins are exempt.
         admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
-        accounts = self._limits.accounts(person, conversation.user_id, admin=admin, place=place)
-        admitted = await self._limits.admit(prompt, accounts=accounts)
+        admitted, accounts = await self._limits.admit_sender(
+            prompt, user_id=conversation.user_id, person=sender.fixed, admin=admin, place=place
+        )
         if isinstance(admitted, Admitted):
             return admitted
         log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
@@ -286,7 +293,7 @@ class Answerer:
         return Prepared(prepared.text, notices=prepared.notices, heard=prepared.heard)
 
     async def _open_turn(
-        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str, person: Person
+        self, entry: InboxEntry, now: float, place: PlaceSettings, said: str, sender: _Sender
     ) -> tuple[Session, str, bool]:
         """The session to continue (or a new one) as this request carries it,
         the user turn to send, and whether the session's turns were rewritten
@@ -327,7 +334,7 @@ class Answerer:
                 session.turns,
                 text,
                 system=system,
-                ring=await self._visible_ring(conversation, now, settings, person),
+                ring=await self._visible_ring(conversation, now, settings, sender),
                 key=conversation.key,
                 started_at=session.started_at,
                 inject_entries=settings.inject_entries,
@@ -337,7 +344,7 @@ class Answerer:
             return replace(session, turns=fitted.turns), fitted.content, fitted.rewritten
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
-            ring = await self._visible_ring(conversation, now, settings, person)
+            ring = await self._visible_ring(conversation, now, settings, sender)
             entries = ring[-settings.inject_entries :]
         content = fit_bridge(
             entries, text, system=system, max_tokens=settings.session_max_tokens, bridge=bridge
@@ -347,10 +354,11 @@ class Answerer:
         return fresh, content, False
 
     async def _visible_ring(
-        self, conversation: Conversation, now: float, settings: EngineSettings, person: Person
+        self, conversation: Conversation, now: float, settings: EngineSettings, sender: _Sender
     ) -> list[MemoryEntry]:
         """The person's ring entries (every linked ID's) this conversation's
         audience may see, oldest first."""
+        person = await sender.person()
         ring = await self._people.ring(person, since=now - settings.max_age)
         return visible_entries(ring, conversation)
 
@@ -465,6 +473,25 @@ class Answerer:
             log.error("exchange answered but not stored: %s", exc)
             return False
         return True
+
+
+class _Sender:
+    """One message's sender as a person, looked up in the store only when
+    asked: the ring is read when a session starts or is refitted, and a limit
+    check lets the store read the link inside its reserve, so a message that
+    continues its session makes no link lookup."""
+
+    __slots__ = ("_conversation", "_people", "_person", "fixed")
+
+    def __init__(self, people: People, conversation: Conversation) -> None:
+        self._people, self._conversation = people, conversation
+        self.fixed = people.fixed(conversation)  # set: no link can change it
+        self._person: Person | None = None
+
+    async def person(self) -> Person:
+        if self._person is None:
+            self._person = await self._people.of(self._conversation)
+        return self._person
 
 
 def _text_only(prompt: Prompt) -> Prompt:

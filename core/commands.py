@@ -23,8 +23,8 @@ from chatbridge.core.memory import format_time, visible_entries
 from chatbridge.core.metrics import LastUsage
 from chatbridge.core.models import ChatKind, IncomingMessage, MemoryEntry
 from chatbridge.core.places import PlaceSettings
+from chatbridge.core.ports.store import Store
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import Store
 from chatbridge.core.texts import COMMANDS, count_entries, human_duration
 
 __all__ = [

@@ -112,7 +112,7 @@ def split_message(text: str, limit: int, measure: Callable[[str], int] = len) ->
 
 @dataclass(slots=True)
 class _Posted:
-    handle: SentMessage
+    sent: SentMessage
     text: str | None  # None: posted before a restart, its text unknown
     last_call: float = float("-inf")
 
@@ -132,13 +132,13 @@ class StreamingReply:
     `push` never waits for the platform: progress runs in the background and
     each call shows the latest text. `finish` returns only once the whole
     text is visible, split over as many messages as the length limit needs.
-    `posted` seeds messages sent before a restart (they are edited, never
-    posted again); `on_posted` is awaited with every message reference each
+    `sent` seeds messages sent before a restart (they are edited, never
+    posted again); `on_posted` is awaited with every `SentMessage` each
     time a new message was posted (a native stream's message included, as
     soon as the platform named it), so the caller can record them durably.
     `aclose` drops a progress call still in flight (a cancelled reply).
 
-    A reply seeded with `posted` never uses a live preview: it is finished in
+    A reply seeded with `sent` never uses a live preview: it is finished in
     the messages it already has. Before its first post a reply asks an outbox
     that can look back (`PostedLookup`) for a message an earlier process
     posted for it without recording it, and adopts that one instead.
@@ -148,7 +148,7 @@ class StreamingReply:
         self,
         outbox: Outbox,
         *,
-        posted: tuple[SentMessage, ...] = (),
+        sent: tuple[SentMessage, ...] = (),
         on_posted: OnPosted | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -157,7 +157,7 @@ class StreamingReply:
         self._monotonic = monotonic
         self._sleep = sleep
         self._on_posted = on_posted
-        self._posted: list[_Posted] = [_Posted(handle, None) for handle in posted]
+        self._posted: list[_Posted] = [_Posted(message, None) for message in sent]
         self._text = ""
         self._blocked_until = float("-inf")
         self._progress: asyncio.Task[None] | None = None
@@ -183,7 +183,7 @@ class StreamingReply:
     @property
     def sent(self) -> tuple[SentMessage, ...]:
         """References of every message this reply has posted (seeded ones included)."""
-        return tuple(p.handle for p in self._posted)
+        return tuple(p.sent for p in self._posted)
 
     async def push(self, delta: str) -> None:
         self._text += delta
@@ -320,7 +320,7 @@ class StreamingReply:
         if not _looks_back(type(self._outbox)):
             self._looked = True  # asked once: this outbox cannot look back
             return True
-        after = self._posted[-1].handle if self._posted else None
+        after = self._posted[-1].sent if self._posted else None
         head = chunks[len(self._posted)] if len(chunks) > len(self._posted) else ""
         if not head.strip():
             return True  # nothing to post yet: look when there is
@@ -367,11 +367,11 @@ class StreamingReply:
     async def _adopt(self, live: LivePreview, text: str | None, at: float) -> None:
         """Count the preview's message (if it has one) as this reply's first,
         recording it as soon as it exists, so a crash cannot orphan it."""
-        ref = live.message
-        if ref is None:
+        sent = live.message
+        if sent is None:
             return
         if not self._posted:
-            self._posted.append(_Posted(ref, text, at))
+            self._posted.append(_Posted(sent, text, at))
             if self._on_posted is not None:
                 await self._on_posted(self.sent)
         else:
@@ -415,13 +415,15 @@ class StreamingReply:
                 elif self._monotonic() < posted.last_call + interval:
                     complete = False  # not due yet; the next round or the final shows it
                     continue
+                # The interval runs from the call's return, not its start: the
+                # platform then sees the calls at least I apart however long the
+                # previous one took to reach it (send-to-send pacing does not).
+                await self._outbox.edit(posted.sent, chunk)
                 posted.last_call = self._monotonic()
-                await self._outbox.edit(posted.handle, chunk)
                 posted.text = chunk
             else:
-                at = self._monotonic()
-                handle = await self._outbox.send(chunk)
-                self._posted.append(_Posted(handle, chunk, at))
+                sent = await self._outbox.send(chunk)
+                self._posted.append(_Posted(sent, chunk, self._monotonic()))
                 if self._on_posted is not None:
                     await self._on_posted(self.sent)
         return complete

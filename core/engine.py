@@ -35,9 +35,9 @@ from chatbridge.core.outcome import Outcome, Outcomes
 from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels
 from chatbridge.core.ports import Outbox, Provider, Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
+from chatbridge.core.ports.store import LeaseLost, Store, StoreError
 from chatbridge.core.scheduling.local import LocalScheduler
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import LeaseLost, Store, StoreError
 from chatbridge.core.texts import COMMANDS
 
 __all__ = ["Engine", "EngineSettings", "NotAccepting"]

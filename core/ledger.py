@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "PERSON_PREFIX",
     "RATE_WINDOW",
     "Account",
     "Hold",
@@ -32,6 +33,7 @@ __all__ = [
     "Tally",
     "Verdict",
     "decide",
+    "moved",
 ]
 
 RATE_WINDOW = 60.0
@@ -82,17 +84,39 @@ class Hold:
     month: str
     now: float
     expires_at: float
+    # A platform ID whose link in the store names the person: the store reads
+    # it in the reserve's own atomic step (one round trip on Redis) and
+    # reserves only if the first account is that person's (`PERSON_PREFIX` +
+    # the person key, the ID itself while unlinked); else nothing is written
+    # and the verdict's `moved` names the person found. "" when the caller
+    # knows the person without the store (a YAML identity).
+    sender: str = ""
+
+
+PERSON_PREFIX = "person:"
+"""A person's ledger account: `person:` + the person key."""
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """`ok`, or which account and limit key refused; `notify` is False for a
-    `messages_per_minute` refusal within `RATE_WINDOW` of the last notice."""
+    `messages_per_minute` refusal within `RATE_WINDOW` of the last notice.
+    `moved` (not ok, nothing written) is the person key the store found for
+    `Hold.sender` when the hold was not on that person's account."""
 
     ok: bool
     account: str = ""
     kind: str = ""
     notify: bool = True
+    moved: str | None = None
+
+
+def moved(hold: Hold, person: str) -> Verdict | None:
+    """The `moved` verdict when `person` (the store's person key for
+    `hold.sender`) is not whose the hold's first account is; else None."""
+    if hold.accounts[0].key == PERSON_PREFIX + person:
+        return None
+    return Verdict(False, moved=person)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
 from chatbridge.core.clock import Clock
-from chatbridge.core.ledger import NANO, Account, Hold, Limits, Settlement, Snapshot, Verdict
+from chatbridge.core.ledger import (
+    NANO,
+    PERSON_PREFIX,
+    Account,
+    Hold,
+    Limits,
+    Settlement,
+    Snapshot,
+    Verdict,
+)
 from chatbridge.core.models import Usage
 from chatbridge.core.places import PlaceSettings
 from chatbridge.core.ports import Prompt, StreamEvent, UsageReport
-from chatbridge.core.store.base import Store
+from chatbridge.core.ports.store import Store, StoreError
 from chatbridge.core.texts import say
 
 __all__ = [
@@ -57,6 +66,7 @@ POOL_PREFIX = "scope:"
 _LIMIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Limits))
 
 _ACCOUNTS_KEPT = 10_000  # cached senders' accounts before the cache starts over
+_RELINKS = 5  # reserves one message tries while links keep changing under it
 
 DEFAULT_HOLD_TTL = 300.0
 """Seconds a reservation counts when nobody settles it (its process died)."""
@@ -202,6 +212,9 @@ class LimitGate:
         # of the current clock second (a period starts on a whole second).
         self._accounts: dict[tuple[str, str, bool, str, object], tuple[Account, ...]] = {}
         self._second: tuple[int, str, str] = (-1, "", "")
+        # Linked IDs' person keys as the store last named them: only the first
+        # guess of `admit_sender`, which the store checks in the reserve itself.
+        self._persons: dict[str, str] = {}
 
     def accounts(
         self, person: str, user_id: str, *, admin: bool, place: PlaceSettings | None = None
@@ -218,7 +231,7 @@ class LimitGate:
         except (KeyError, TypeError):  # TypeError: `values` not hashable
             pass
         limits = Limits() if exempt else self.policy.limits_of(person, user_id)
-        own = Account(f"person:{person}", limits)
+        own = Account(f"{PERSON_PREFIX}{person}", limits)
         pool = pool_of(place) if place is not None else None
         found = (own,) if pool is None else (own, Account(pool.key, Limits()) if exempt else pool)
         if len(self._accounts) > _ACCOUNTS_KEPT:
@@ -238,16 +251,54 @@ class LimitGate:
         self._second = (second, day, day[:7])
         return day, day[:7]
 
-    async def admit(self, prompt: Prompt, *, accounts: tuple[Account, ...]) -> Admitted | Verdict:
-        """Reserve the worst case of `prompt`; a refusing `Verdict` if it does not fit."""
+    async def admit(
+        self, prompt: Prompt, *, accounts: tuple[Account, ...], sender: str = ""
+    ) -> Admitted | Verdict:
+        """Reserve the worst case of `prompt`; a refusing `Verdict` if it does
+        not fit (or a `moved` one: see `Hold.sender`)."""
         now = self._clock.now()
         prompt_tokens = prompt_tokens_bound(prompt)
         tokens, nano = self.policy.worst(prompt_tokens)
         day, month = self.periods(now)
         hid = f"{self._id_prefix}-{next(self._ids)}"
-        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl)
+        hold = Hold(
+            hid, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl, sender
+        )
         verdict = await self._store.ledger_reserve(hold)
         return Admitted(hold, prompt_tokens) if verdict.ok else verdict
+
+    async def admit_sender(
+        self,
+        prompt: Prompt,
+        *,
+        user_id: str,
+        person: str | None,
+        admin: bool,
+        place: PlaceSettings | None = None,
+    ) -> tuple[Admitted | Verdict, tuple[Account, ...]]:
+        """`admit` on the sender's accounts, and those accounts (for `refusal`).
+
+        `person` None: the store reads `user_id`'s link inside the reserve
+        (`Hold.sender`), so the answer path makes no lookup of its own and a
+        link made by another replica counts from the next message. The hold
+        goes first on the person this gate last heard of (the ID itself,
+        unless linked); when the store names another, it is asked again on
+        that person's accounts, having written nothing."""
+        sender = "" if person is not None else user_id
+        key = person if person is not None else self._persons.get(user_id, user_id)
+        for _ in range(_RELINKS):
+            accounts = self.accounts(key, user_id, admin=admin, place=place)
+            result = await self.admit(prompt, accounts=accounts, sender=sender)
+            if isinstance(result, Admitted) or result.moved is None:
+                return result, accounts
+            key = result.moved
+            if len(self._persons) > _ACCOUNTS_KEPT:
+                self._persons.clear()
+            if key == user_id:
+                self._persons.pop(user_id, None)
+            else:
+                self._persons[user_id] = key
+        raise StoreError(f"the links of {user_id} kept changing during {_RELINKS} reserves")
 
     def settlement(self, admitted: Admitted, meter: Meter, *, completed: bool) -> Settlement:
         """What replaces the hold (see the module docstring for the rules)."""

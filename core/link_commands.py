@@ -11,8 +11,8 @@ from chatbridge.core.clock import Clock
 from chatbridge.core.links import CODE_TTL, code_hash, new_code
 from chatbridge.core.memory import format_time
 from chatbridge.core.models import ChatKind, IncomingMessage
+from chatbridge.core.ports.store import Store
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store.base import Store
 
 __all__ = ["link", "unlink"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.models import Conversation, MemoryEntry
-from chatbridge.core.store.base import Store
+from chatbridge.core.ports.store import Store
 
 __all__ = [
     "CODE_TTL",
@@ -68,16 +68,30 @@ class People:
         self._store = store
 
     async def of(self, conversation: Conversation) -> Person:
+        fixed = self.fixed(conversation)
+        if fixed is not None:
+            return Person(fixed, (fixed,))
+        return await self._linked(conversation.user_id)
+
+    def fixed(self, conversation: Conversation) -> str | None:
+        """The sender's person key when the config alone decides it (a YAML
+        identity, an ID no link can name); None when a link in the store may."""
         ring_user = self._access.ring_user(conversation)
         if ring_user != conversation.user_id:  # a YAML identity (or the console as someone)
-            return Person(ring_user, (ring_user,))
-        return await self.of_id(ring_user)
+            return ring_user
+        resolved = self._access.resolve(ring_user)
+        if resolved != ring_user or ":" not in ring_user:
+            return resolved
+        return None
 
     async def of_id(self, user: str) -> Person:
         """For a CLI `--user`: an identity name, or any ID of a linked person."""
         resolved = self._access.resolve(user)
         if resolved != user or ":" not in user:
             return Person(resolved, (resolved,))
+        return await self._linked(user)
+
+    async def _linked(self, user: str) -> Person:
         group = await self._store.link_group(user)
         if not group:
             return Person(user, (user,))

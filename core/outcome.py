@@ -14,7 +14,7 @@ import enum
 import logging
 from typing import Protocol
 
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import Inbox, StoreError
 
 __all__ = ["Outcome", "Outcomes"]
 
@@ -43,10 +43,6 @@ class Outcome(enum.StrEnum):
         return self not in (Outcome.ANSWERED, Outcome.LEFT, Outcome.DUPLICATE)
 
 
-class _Inbox(Protocol):
-    async def inbox_done(self, key: str) -> None: ...
-
-
 class _Counter(Protocol):
     def count(self, platform: str, outcome: str, *, scope: str = ...) -> None: ...
 
@@ -54,7 +50,7 @@ class _Counter(Protocol):
 class Outcomes:
     """Closes entries in the inbox and counts each outcome once."""
 
-    def __init__(self, inbox: _Inbox, metrics: _Counter) -> None:
+    def __init__(self, inbox: Inbox, metrics: _Counter) -> None:
         self._inbox = inbox
         self._metrics = metrics
 

@@ -58,18 +58,18 @@ def _words(text: str) -> str:
 
 def judge(mine: Iterable[tuple[SentMessage, str]], candidates: Iterable[str]) -> Found:
     """Among the bot's own messages after the question (`mine`, oldest first,
-    as (reference, text shown)), the first whose text begins one of
+    as (SentMessage, text shown)), the first whose text begins one of
     `candidates` (the text about to be posted, raw and as the platform renders
     it), whitespace aside. A message that a candidate begins but does not reach
     is `ahead`: the same answer further on, or another answer beginning alike,
     which only more text tells apart."""
     texts = [t for t in (_words(c) for c in candidates) if t]
     ahead = False
-    for ref, shown in mine:
+    for sent, shown in mine:
         found = _words(shown)
         if not found:
             continue
         if any(text.startswith(found) for text in texts):
-            return Found(ref)
+            return Found(sent)
         ahead = ahead or any(found.startswith(text) for text in texts)
     return Found(ahead=ahead)

@@ -1,20 +1,23 @@
 """What every platform adapter needs beyond translating, written once.
 
-- `reveal`: the plain value of a configured secret;
-- `guarded`: one SDK call mapped into the delivery error tree by a table of
-  rules; **any other exception becomes `DeliveryError`** (an SDK fed a
-  malformed reply by a third-party server raises TypeError/KeyError, and an
-  unmapped error would make delivery code retry or crash);
-- `formatted_or_plain`: send formatted, resend plain when the platform
-  refuses the formatting, so an answer is never lost to markup;
+Here:
+
+- `reveal`: the plain value of a configured secret; `one_line`: an
+  exception as one short line;
 - `ChatGate`: a platform's "retry after N s" honoured by every later call
   into that chat, from any reply;
-- `accept_safely` / `take`: the dispatch wrapper: hand a message to the
-  engine, log and report failure instead of raising into the SDK's event loop;
+- `take`: the dispatch wrapper: hand a message to the engine, log and
+  report failure instead of raising into the SDK's event loop;
 - `InboxRefusals`: while the inbox cannot be written, one sentence to the
   chat (at most every few minutes per chat) through the platform's outbox;
-- `BackgroundTasks`: tasks an adapter runs (poll loops, socket clients),
-  closed within a bound.
+- `BackgroundTasks`: tasks an adapter runs (poll loops, catch-up passes),
+  cancelled and waited for within a bound.
+
+Beside it, one module each: `_deliver` (`Delivery`: the one send path of
+every outbox, errors mapped by the adapter's table, formatted then plain),
+`_starting` (`start_or_fail`: start-up failures as one sentence),
+`_threads` (`AnsweredThreads`: bounded memory of answered threads),
+`_mentions` (`strip_mentions`: the text without the bot's mentions).
 """
 
 from __future__ import annotations
@@ -24,30 +27,26 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import (
-    DeliveryError,
     MessageHandler,
     Outbox,
     PlatformError,
     PlatformStartFailed,
 )
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 
 __all__ = [
     "BackgroundTasks",
     "ChatGate",
-    "ErrorRule",
     "InboxRefusals",
     "PlatformError",
     "PlatformStartFailed",
+    "Secret",
     "Taken",
-    "accept_safely",
-    "formatted_or_plain",
-    "guarded",
     "one_line",
     "reveal",
     "take",
@@ -55,53 +54,24 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
-ErrorRule = tuple[type[BaseException], Callable[[Any], BaseException | None]]
-"""(SDK exception class, translate): translate returns the exception to raise
-instead, or None to fall through to the next rule."""
+
+class Secret(Protocol):
+    """A configured secret (the config's pydantic `SecretStr`): its value only when asked."""
+
+    def get_secret_value(self) -> str: ...
 
 
-def reveal(secret: Any) -> str:
-    """The plain value of a pydantic `SecretStr` (or of a plain string)."""
-    if hasattr(secret, "get_secret_value"):
-        return str(secret.get_secret_value())
-    return str(secret or "")
+def reveal(secret: Secret | str | None) -> str:
+    """The plain value of a secret ("" when unset)."""
+    if secret is None or isinstance(secret, str):
+        return secret or ""
+    return secret.get_secret_value()
 
 
 def one_line(exc: BaseException) -> str:
     """An exception as one short line (SDK messages can span several)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:300]
-
-
-async def guarded(what: str, call: Callable[[], Awaitable[_T]], rules: Sequence[ErrorRule]) -> _T:
-    """`await call()`, with every exception mapped by `rules`, else `DeliveryError`."""
-    try:
-        return await call()
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        for kind, translate in rules:
-            if isinstance(exc, kind):
-                mapped = translate(exc)
-                if mapped is not None:
-                    raise mapped from exc
-        raise DeliveryError(f"{what}: {one_line(exc)}") from exc
-
-
-class FormattingRefused(Exception):
-    """Raised by an error rule when the platform rejected our markup."""
-
-
-async def formatted_or_plain(
-    what: str, formatted: Callable[[], Awaitable[_T]], plain: Callable[[], Awaitable[_T]]
-) -> _T:
-    """Try `formatted()`; when it raises `FormattingRefused`, send `plain()`."""
-    try:
-        return await formatted()
-    except FormattingRefused:
-        log.warning("%s: formatting refused; resending as plain text", what)
-        return await plain()
 
 
 class ChatGate:
@@ -199,22 +169,6 @@ async def take(
             await refusals.tell(message)
         return Taken.REFUSED
     return Taken.NEW if new is not False else Taken.DUPLICATE
-
-
-async def accept_safely(
-    platform: str,
-    handler: MessageHandler,
-    message: IncomingMessage,
-    *,
-    refusals: InboxRefusals | None = None,
-) -> bool:
-    """Hand `message` to the engine; True once the inbox holds it (or had it).
-
-    False when the engine could not take it (store down, shutting down): the
-    caller must then not acknowledge the platform, so it is delivered again.
-    Never raises (but cancellation), so an SDK's dispatch loop goes on.
-    """
-    return await take(platform, handler, message, refusals=refusals) is not Taken.REFUSED
 
 
 class BackgroundTasks:

@@ -23,9 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from chatbridge.core.engine import Engine
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
-from chatbridge.core.ports import PlatformLimits, SentMessage
+from chatbridge.core.ports import DirectHandler, PlatformLimits, SentMessage
 
 __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
 
@@ -70,7 +69,7 @@ class ConsolePlatform:
 
     name = "console"
 
-    def __init__(self, engine: Engine, *, user: str, stdin: TextIO, stdout: TextIO) -> None:
+    def __init__(self, engine: DirectHandler, *, user: str, stdin: TextIO, stdout: TextIO) -> None:
         self._engine = engine
         self._conversation = console_conversation(user)
         self._stdin = stdin

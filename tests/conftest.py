@@ -1,6 +1,6 @@
 """Suite-wide guards: no test, and no Python process a test starts, may reach
 anything but this machine (`tests/support/network_guard.py`); and the
-`testbot` factory, which closes what it opened."""
+`testbot` factory and `closing`, which close what a test opened."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.closing import Closing
 from tests.support.network_guard import child_pythonpath, guarded, guarded_getaddrinfo
 from tests.support.paths import REPO
 from tests.support.testbot import TestBots
@@ -52,6 +53,15 @@ async def testbot(tmp_path: Path) -> AsyncIterator[TestBots]:
     bots = TestBots(tmp_path)
     yield bots
     await bots.aclose()
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[Closing]:
+    """`thing = closing(await open_thing())`: `thing.aclose()` runs after the
+    test however it ended (see `tests.support.closing`)."""
+    things = Closing()
+    yield things
+    await things.aclose()
 
 
 # Tests that start whole `chatbridge` processes (or a clone and a venv) cost

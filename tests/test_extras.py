@@ -20,7 +20,7 @@ HOME = {
     "slack_bolt": "chatbridge.platforms.slack",
     "slack_sdk": "chatbridge.platforms.slack",
     "markdown_to_mrkdwn": "chatbridge.platforms.slack",
-    "redis": "chatbridge.core.store",
+    "redis": "chatbridge.stores.redis",
 }
 
 

@@ -51,7 +51,7 @@ from chatbridge.core.app.wiring import (
 )
 from chatbridge.core.engine import Engine
 from chatbridge.core.links import People
-from chatbridge.core.store import Store, StoreError
+from chatbridge.core.ports.store import Store, StoreError
 from chatbridge.platforms.console import ConsolePlatform
 
 __all__ = ["main"]

@@ -12,14 +12,13 @@ still set say `server unknown`.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from chatbridge.config import ChatbridgeConfig, ScopeSettings, check_scope_id
-from chatbridge.core.app.registry import PLATFORMS
+from chatbridge.core.app.registry import bind
 from chatbridge.core.app.scopes import resolver_from_config
 from chatbridge.core.app.wiring import choose_provider, settings_from_config
 from chatbridge.core.places import PlaceSettings
@@ -75,9 +74,7 @@ async def chain_of(place: Place, config: ChatbridgeConfig) -> tuple[tuple[str, .
         return tuple(s for s in (server, platform) if s), True
     found = None
     if platform in config.platforms.enabled:  # a disabled platform is not asked
-        module = importlib.import_module(PLATFORMS[platform])
-        section = getattr(config.platforms, platform)
-        found = await module.locate(section, place.chat, place.thread)
+        found = await bind(platform, config.platforms).locate(place.chat, place.thread)
     if found is not None:
         return tuple(found), True
     fallback = [place.scope_id, platform]

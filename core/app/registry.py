@@ -1,84 +1,75 @@
-"""Platform factories by name: serve builds the enabled ones from here.
+"""Platforms by name: serve builds the enabled ones, `config explain` asks their `locate`.
 
-Each platform package exposes `from_config(section, context) -> Platform`
-and is imported only when its section is enabled, so a Telegram-only bot
-never loads discord.py or slack-bolt.
+Each platform package exposes `from_config(settings, context) -> Platform`
+(`core.ports.PlatformFactory`) and `locate(settings, chat, thread)`,
+`settings` being its own Protocol of the keys it reads. A package is imported
+only when asked for (its section enabled), so a Telegram-only bot never
+loads discord.py or slack-bolt. Each binding below is typed, so mypy checks
+that the config's section satisfies its platform's settings Protocol.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from chatbridge.config import ChatbridgeConfig
-from chatbridge.core.metrics import Metrics
-from chatbridge.core.ports import ChannelCursors, MentionRule, MessageHandler, Platform
+from chatbridge.config import ChatbridgeConfig, PlatformsConfig
+from chatbridge.core.ports import Platform, PlatformContext
 
-if TYPE_CHECKING:
-    from aiohttp import web
-
-__all__ = ["PLATFORMS", "LazyServer", "PlatformContext", "build_platforms"]
-
-log = logging.getLogger(__name__)
-
-PLATFORMS: dict[str, str] = {
-    "telegram": "chatbridge.platforms.telegram",
-    "discord": "chatbridge.platforms.discord",
-    "slack": "chatbridge.platforms.slack",
-}
-
-
-class LazyServer:
-    """chatbridge's HTTP app, built (and aiohttp imported) when first asked for.
-
-    A platform that serves webhooks asks while it is built, so the server
-    must run before that platform starts; a Telegram bot in polling mode never
-    asks, and the server (`/healthz`, `/metrics`) can wait until it polls.
-    """
-
-    def __init__(self, build: Callable[[], web.Application]) -> None:
-        self._build = build
-        self._app: web.Application | None = None
-
-    @property
-    def asked(self) -> bool:
-        return self._app is not None
-
-    def app(self) -> web.Application:
-        if self._app is None:
-            self._app = self._build()
-        return self._app
+__all__ = ["PLATFORMS", "Bound", "bind", "build_platforms"]
 
 
 @dataclass(frozen=True, slots=True)
-class PlatformContext:
-    """What a platform factory gets besides its own config section."""
+class Bound:
+    """One platform package bound to its config section."""
 
-    handler: MessageHandler
-    commands: Sequence[tuple[str, str]]
-    http: LazyServer  # chatbridge's HTTP server, for webhook routes (`server`)
-    cursors: ChannelCursors | None = None  # the store, for platforms that never redeliver
-    metrics: Metrics | None = None
-    say: Callable[[str], str] | None = None  # the bot's own sentences, in its current language
-    mention_rule: MentionRule | None = None  # `require_mention` per place, from the current config
+    build: Callable[[PlatformContext], Platform]
+    locate: Callable[[str, str], Awaitable[tuple[str, ...] | None]]
+    """(chat, thread) -> the place's scope chain, or None when it cannot be asked."""
 
-    @property
-    def server(self) -> web.Application:
-        """The HTTP app, for a platform that adds routes (built on first use)."""
-        return self.http.app()
+
+def _telegram(platforms: PlatformsConfig) -> Bound:
+    from chatbridge.platforms import telegram
+
+    section = platforms.telegram
+    return Bound(
+        build=lambda context: telegram.from_config(section, context),
+        locate=lambda chat, thread: telegram.locate(section, chat, thread),
+    )
+
+
+def _discord(platforms: PlatformsConfig) -> Bound:
+    from chatbridge.platforms import discord
+
+    section = platforms.discord
+    return Bound(
+        build=lambda context: discord.from_config(section, context),
+        locate=lambda chat, thread: discord.locate(section, chat, thread),
+    )
+
+
+def _slack(platforms: PlatformsConfig) -> Bound:
+    from chatbridge.platforms import slack
+
+    section = platforms.slack
+    return Bound(
+        build=lambda context: slack.from_config(section, context),
+        locate=lambda chat, thread: slack.locate(section, chat, thread),
+    )
+
+
+PLATFORMS: dict[str, Callable[[PlatformsConfig], Bound]] = {
+    "telegram": _telegram,
+    "discord": _discord,
+    "slack": _slack,
+}
+
+
+def bind(name: str, platforms: PlatformsConfig) -> Bound:
+    """Platform `name`'s package (imported now) bound to its section of `platforms`."""
+    return PLATFORMS[name](platforms)
 
 
 def build_platforms(config: ChatbridgeConfig, context: PlatformContext) -> list[Platform]:
     """Every enabled platform, built (not started), in the config's fixed order."""
-    platforms: list[Platform] = []
-    for name in config.platforms.enabled:
-        module = importlib.import_module(PLATFORMS[name])
-        factory = getattr(module, "from_config", None)
-        if factory is None:
-            log.warning("platforms.%s is enabled but not available in this build; skipped", name)
-            continue
-        platforms.append(factory(getattr(config.platforms, name), context))
-    return platforms
+    return [bind(name, config.platforms).build(context) for name in config.platforms.enabled]

@@ -16,20 +16,21 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.app.listen import bind, serve_on
 from chatbridge.core.app.preflight import NO_PLATFORM, refuse_to_serve
-from chatbridge.core.app.registry import LazyServer, PlatformContext, build_platforms
+from chatbridge.core.app.registry import build_platforms
 from chatbridge.core.app.reload import Reloader
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.app.wiring import engine_from_config
 from chatbridge.core.engine import Engine
 from chatbridge.core.metrics import CONTENT_TYPE_LATEST
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
-from chatbridge.core.ports import Platform, PlatformError
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports import Platform, PlatformContext, PlatformError, Route
+from chatbridge.core.ports.store import StoreError
 from chatbridge.providers.factory import warm
 
 if TYPE_CHECKING:
@@ -99,10 +100,12 @@ class _Readiness:
         return problem
 
 
-def _http_app(engine: Engine, readiness: _Readiness) -> web.Application:
+def _http_app(engine: Engine, readiness: _Readiness, routes: Sequence[Route]) -> web.Application:
+    """`/healthz`, `/readyz`, `/metrics` and the platforms' webhook `routes`."""
     from aiohttp import web  # imported when the server is built: after a first poll
 
     app = web.Application()
+    mount(app, routes)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -212,23 +215,23 @@ async def serve(
             loop.add_signal_handler(signal.SIGHUP, reloads.request)
             stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         readiness = _Readiness(engine)
-        http = LazyServer(lambda: _http_app(engine, readiness))
         context = PlatformContext(
             handler=engine,
             commands=engine.commands,
-            http=http,
             cursors=engine.store,
             metrics=engine.metrics,
             say=lambda key: engine.settings.say(key),  # read per call: a reload may change it
             mention_rule=engine.requires_mention,  # likewise
+            clock=engine.clock.now,
         )
         platforms = build_platforms(config, context)
         if not platforms:
             say(NO_PLATFORM)
             return 2
+        routes = [route for platform in platforms for route in platform.routes]
         # The address is taken now (a port in use fails before anything is
         # received); the app and aiohttp wait until the platforms receive,
-        # unless a platform added webhook routes and so needs it running first.
+        # unless a platform declared webhook routes and so needs it running first.
         try:
             sockets = bind(config.server.host, config.server.port)
         except OSError as exc:
@@ -236,7 +239,8 @@ async def serve(
             return 1
         for sock in sockets:
             stack.callback(sock.close)
-        runner = await serve_on(http.app(), sockets, stack) if http.asked else None
+        app = _http_app(engine, readiness, routes) if routes else None
+        runner = await serve_on(app, sockets, stack) if app is not None else None
         for platform in platforms:
             engine.attach(platform.name, platform.outbox)
             stack.push_async_callback(_close_quietly, platform)
@@ -250,7 +254,7 @@ async def serve(
                 return 1
             readiness.platforms.append(platform)
         if runner is None:
-            runner = await serve_on(http.app(), sockets, stack)
+            runner = await serve_on(_http_app(engine, readiness, ()), sockets, stack)
         # SDK imports were deferred so the first poll came early; do them now.
         warming = asyncio.create_task(_warm_quietly(engine))
         stack.callback(warming.cancel)

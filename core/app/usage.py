@@ -24,7 +24,7 @@ from chatbridge.config import ChatbridgeConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.ledger import NANO, Account, Hold, Limits, Tally
 from chatbridge.core.limits import LimitPolicy
-from chatbridge.core.store.base import Store
+from chatbridge.core.ports.store import Store
 
 __all__ = ["CSV_HEADER", "USAGE_SECTIONS", "UsageLine", "render", "usage_lines"]
 

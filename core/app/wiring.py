@@ -32,12 +32,13 @@ from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Pri
 from chatbridge.core.media import MediaSettings
 from chatbridge.core.ports import Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
-from chatbridge.core.scheduling import LocalScheduler
+from chatbridge.core.ports.store import Store, StoreSettings
+from chatbridge.core.scheduling import LocalScheduler, SharedInboxScheduler
 from chatbridge.core.settings import EngineSettings
-from chatbridge.core.store import Store, open_store
 from chatbridge.providers.base import Provider
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.providers.factory import build_chain, build_provider
+from chatbridge.stores import open_store
 
 __all__ = [
     "ProviderChoice",
@@ -195,28 +196,32 @@ def gate_from_config(config: ChatbridgeConfig, store: Store, clock: Clock | None
 
 
 async def store_from_config(config: ChatbridgeConfig) -> Store:
+    """The `memory:` section's backend, opened (`chatbridge.stores.open_store`)."""
     memory = config.memory
     return await open_store(
-        backend=memory.backend,
-        path=Path(memory.path),
-        url=memory.url,
-        max_entries=memory.max_entries,
+        StoreSettings(
+            backend=memory.backend,
+            path=Path(memory.path),
+            url=memory.url,
+            max_entries=memory.max_entries,
+        )
     )
 
 
 def scheduler_for(
     config: ChatbridgeConfig, store: Store, *, clock: Clock | None
 ) -> ConversationScheduler:
-    """In-process ordering for one process; with the redis store the engine is
-    a replica: conversation leases and cancel notices in Redis, a lease
-    expiring `engine.lease_ttl` s after its holder died."""
-    if config.memory.backend != "redis":
+    """In-process ordering for one process; with a store shared by replicas
+    (redis) the engine is a replica: conversation leases and cancel notices
+    from the store (`Store.replication`), a lease expiring `engine.lease_ttl`
+    s after its holder died."""
+    ttl = config.engine.lease_ttl
+    replication = store.replication(lease_ttl=ttl)
+    if replication is None:
         return LocalScheduler()
-    from chatbridge.core.store._redis_lease import replicated_scheduler
-    from chatbridge.core.store.redis_store import RedisStore
-
-    assert isinstance(store, RedisStore)
-    return replicated_scheduler(store, ttl=config.engine.lease_ttl, clock=clock)
+    return SharedInboxScheduler(
+        store, replication.leases, replication.notices, lease_ttl=ttl, clock=clock
+    )
 
 
 @contextlib.asynccontextmanager

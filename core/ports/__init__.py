@@ -1,21 +1,24 @@
 """The contracts between the engine and its edges, defined in core.
 
-Platforms and providers import these; core never imports them back (the
-architecture test keeps it so). Three groups:
+Platforms, providers and stores import these; core never imports them back (the
+architecture test keeps it so). The groups:
 
 - delivery (`Outbox`, `PlatformLimits`, `SentMessage`, `DeliveryError` tree):
   how an answer reaches a chat;
-- platform (`Platform`, `MessageHandler`, `PlatformError` tree): what an
-  adapter is and what it calls;
+- platform (`Platform`, `MessageHandler`, `DirectHandler`,
+  `PlatformContext`, `PlatformFactory`, `PlatformError` tree): what an
+  adapter is, what it calls and how it is built;
+- routes (`Route`, `WebRequest`, `WebResponse`): the webhook endpoints a
+  platform declares and chatbridge's server mounts;
 - provider (`Provider`, `Prompt`, stream events, `ProviderError` tree): how an
   answer is generated;
 - media (`FileSource`, `Transcriber`, `MediaError` tree): attachments'
   bytes and voice transcripts;
-- cursors (`ChannelCursors`): where a platform that never redelivers keeps
-  its place per channel.
+- store (`core.ports.store`: `Store` and its parts, errors, leases): what
+  chatbridge keeps; platforms see one part of it, `ChannelCursors` (where a
+  platform that never redelivers keeps its place per channel).
 """
 
-from chatbridge.core.ports.cursors import ChannelCursors
 from chatbridge.core.ports.delivery import (
     DeliveryError,
     DeliveryRetry,
@@ -38,10 +41,14 @@ from chatbridge.core.ports.media import (
     Transcriber,
 )
 from chatbridge.core.ports.platform import (
+    DirectHandler,
     MentionRule,
     MessageHandler,
+    OutboxFactory,
     Platform,
+    PlatformContext,
     PlatformError,
+    PlatformFactory,
     PlatformStartFailed,
     always_mention,
 )
@@ -59,11 +66,14 @@ from chatbridge.core.ports.provider import (
     TextDelta,
     UsageReport,
 )
+from chatbridge.core.ports.routes import Route, WebHandler, WebRequest, WebResponse
+from chatbridge.core.ports.store import ChannelCursors
 
 __all__ = [
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",
+    "DirectHandler",
     "FetchFailed",
     "FileSource",
     "FileTooLarge",
@@ -75,9 +85,12 @@ __all__ = [
     "MentionRule",
     "MessageHandler",
     "Outbox",
+    "OutboxFactory",
     "Phase",
     "Platform",
+    "PlatformContext",
     "PlatformError",
+    "PlatformFactory",
     "PlatformLimits",
     "PlatformStartFailed",
     "PostedLookup",
@@ -89,11 +102,15 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailable",
     "RateLimited",
+    "Route",
     "SentMessage",
     "StreamEvent",
     "TextDelta",
     "Transcriber",
     "UsageReport",
+    "WebHandler",
+    "WebRequest",
+    "WebResponse",
     "always_mention",
     "delivery_phase",
     "in_progress_phase",

@@ -1,4 +1,13 @@
-"""What a platform adapter is, and what it calls for every message it receives.
+"""What a platform adapter is, what it calls for every message, and how it is built.
+
+- `Platform`: a running adapter (start, outbox per message, webhook routes);
+- `MessageHandler`: the engine as an adapter sees it (`accept`);
+  `DirectHandler` adds `handle` for a platform that owns each message's
+  outbox in one process (the console);
+- `PlatformContext` and `PlatformFactory`: every platform package exposes
+  `from_config(settings, context) -> Platform`, where `settings` is its own
+  typed config section and `context` what the composition root gives every
+  platform besides.
 
 Error tree::
 
@@ -8,20 +17,34 @@ Error tree::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports.delivery import Outbox
+from chatbridge.core.ports.routes import Route
+from chatbridge.core.ports.store import ChannelCursors
+
+if TYPE_CHECKING:
+    from chatbridge.core.metrics import Metrics
 
 __all__ = [
+    "DirectHandler",
     "MentionRule",
     "MessageHandler",
+    "OutboxFactory",
     "Platform",
+    "PlatformContext",
     "PlatformError",
+    "PlatformFactory",
     "PlatformStartFailed",
     "always_mention",
 ]
+
+OutboxFactory = Callable[[IncomingMessage], Outbox]
+"""Where answers to a message go (`Platform.outbox`)."""
 
 MentionRule = Callable[[tuple[str, ...]], bool]
 """Whether a group message at a place (scope IDs, most specific first) must
@@ -51,6 +74,25 @@ class MessageHandler(Protocol):
         ...
 
 
+class DirectHandler(MessageHandler, Protocol):
+    """The engine as a platform sees it that owns each message's outbox in
+    one process (the console): it hands a message over together with the
+    outbox its answer goes to and waits for that answer."""
+
+    def attach(self, platform: str, outboxes: OutboxFactory) -> None:
+        """Answers to `platform`'s messages that `resume` finds go to `outboxes(message)`."""
+        ...
+
+    async def resume(self, *, only: Callable[[IncomingMessage], bool] | None = None) -> int:
+        """Schedule what the inbox holds from before a restart (with `only`, the
+        messages it selects); returns how many."""
+        ...
+
+    async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
+        """Accept `message` and answer it into `outbox`; returns once that is done."""
+        ...
+
+
 class Platform(Protocol):
     """A running adapter.
 
@@ -61,6 +103,12 @@ class Platform(Protocol):
     """
 
     name: str
+
+    @property
+    def routes(self) -> Sequence[Route]:
+        """Webhook routes chatbridge's server mounts for this platform (none when
+        it polls or holds a socket); they answer 503 until `start`."""
+        ...
 
     @property
     def connected(self) -> bool:
@@ -77,6 +125,37 @@ class Platform(Protocol):
     async def stop_receiving(self) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformContext:
+    """What a platform factory gets besides its own config section.
+
+    `say` gives the bot's own sentences in its current language (with it, a
+    user whose message the inbox cannot take is told so); `mention_rule` is
+    `require_mention` per place from the current config; `cursors` is the
+    store, for a platform that never redelivers; `clock` is wall time.
+    """
+
+    handler: MessageHandler
+    commands: Sequence[tuple[str, str]] = ()
+    cursors: ChannelCursors | None = None
+    metrics: Metrics | None = None
+    say: Callable[[str], str] | None = None
+    mention_rule: MentionRule = always_mention
+    clock: Callable[[], float] = time.time
+
+
+_Settings = TypeVar("_Settings", contravariant=True)
+
+
+class PlatformFactory(Protocol[_Settings]):
+    """A platform package's `from_config`: its typed settings and the context
+    in, a built (not started) `Platform` out. `settings` is the platform's
+    own Protocol, which the config's pydantic section satisfies, so an
+    adapter never imports the config."""
+
+    def __call__(self, settings: _Settings, context: PlatformContext, /) -> Platform: ...
 
 
 class PlatformError(Exception):

@@ -13,71 +13,20 @@ its `Application` delegates to.
 Two implementations, chosen by the composition root from the store backend:
 `core.scheduling.local.LocalScheduler` (one process, in-process locks) and
 `core.scheduling.shared.SharedInboxScheduler` (replicas sharing the inbox,
-with `ConversationLeases` and `CancelNotices` from the store, e.g. Redis).
+with the `ConversationLeases` and `CancelNotices` a shared store gives,
+`core.ports.store.Replication`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Protocol
 
-from chatbridge.core.models import Conversation, InboxEntry
+from chatbridge.core.models import InboxEntry
 from chatbridge.core.outcome import Outcome
+from chatbridge.core.ports.store import Lease
 
-__all__ = [
-    "CancelNotices",
-    "ConversationLeases",
-    "ConversationScheduler",
-    "ConversationWork",
-    "Lease",
-    "PendingByConversation",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A conversation's turn, held. `fence` is the fencing ticket a store commit
-    checks (it grows with every new holder); 0 for an in-process lock."""
-
-    key: str
-    fence: int = 0
-
-
-class ConversationLeases(Protocol):
-    """Grants one holder at a time per conversation key, FIFO within a process."""
-
-    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
-        """Wait for `key`'s turn and keep it (alive, for a lease with a timeout)
-        until the block is left."""
-        ...
-
-    async def is_held(self, key: str) -> bool:
-        """True while some holder (here or elsewhere) has `key`'s turn."""
-        ...
-
-
-class CancelNotices(Protocol):
-    """Cancel mode across replicas: tells the others that a conversation got a
-    newer message, so they stop their reply to an older one."""
-
-    async def publish(self, key: str, *, received_at: float) -> None:
-        """Announce a message for conversation `key` received at `received_at`."""
-        ...
-
-    def listen(self, on_notice: Callable[[str, float], None]) -> AbstractAsyncContextManager[None]:
-        """Call `on_notice(key, received_at)` for other replicas' notices while
-        the block runs (subscribed once it is entered)."""
-        ...
-
-
-class PendingByConversation(Protocol):
-    """The part of the inbox a scheduler reads (see `core.store.base.Inbox`)."""
-
-    async def inbox_pending(self) -> list[InboxEntry]: ...
-
-    async def inbox_pending_of(self, conversation: Conversation) -> list[InboxEntry]: ...
+__all__ = ["ConversationScheduler", "ConversationWork"]
 
 
 class ConversationWork(Protocol):

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 
 from chatbridge.core.models import InboxEntry
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.ports.scheduling import Lease
+from chatbridge.core.ports.store import Lease
 from chatbridge.core.scheduling._base import SchedulerBase
 from chatbridge.core.scheduling.locks import KeyedLocks
 

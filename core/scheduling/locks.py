@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from chatbridge.core.ports.scheduling import Lease
+from chatbridge.core.ports.store import Lease
 
 __all__ = ["KeyedLocks"]
 

@@ -34,14 +34,14 @@ from contextlib import AbstractAsyncContextManager
 from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.models import Conversation, InboxEntry
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.ports.scheduling import (
+from chatbridge.core.ports.store import (
     CancelNotices,
     ConversationLeases,
     Lease,
     PendingByConversation,
+    StoreError,
 )
 from chatbridge.core.scheduling._base import SchedulerBase
-from chatbridge.core.store.base import StoreError
 
 __all__ = ["SharedInboxScheduler"]
 

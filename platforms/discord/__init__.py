@@ -6,14 +6,15 @@ are the engine's business.
 
 from __future__ import annotations
 
-from typing import Any
+from chatbridge.core.ports import PlatformContext
 
 from ._adapter import INTENT_MISSING, TOKEN_REJECTED, DiscordPlatform, intents
 from ._catch_up import CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, sync_if_changed
-from ._filters import Address, accept, decode_address, encode_address, strip_mention
+from ._filters import Address, decode_address, encode_address, normalise
 from ._locate import locate
-from ._outbox import MAX_CHARS, TYPING_REFRESH, DiscordOutbox, parse_ref
+from ._outbox import MAX_CHARS, TYPING_REFRESH, DiscordOutbox, parse_sent_message, sent_message
+from ._settings import DiscordSettings
 
 __all__ = [
     "INTENT_MISSING",
@@ -24,29 +25,31 @@ __all__ = [
     "CatchUpLimits",
     "DiscordOutbox",
     "DiscordPlatform",
+    "DiscordSettings",
     "InteractionOutbox",
-    "accept",
     "build_tree",
     "decode_address",
     "encode_address",
     "from_config",
     "intents",
     "locate",
-    "parse_ref",
-    "strip_mention",
+    "normalise",
+    "parse_sent_message",
+    "sent_message",
     "sync_if_changed",
 ]
 
 
-def from_config(config: Any, context: Any) -> DiscordPlatform:
-    """The registry's factory: `config` is `platforms.discord`, `context` a
-    `chatbridge.core.app.registry.PlatformContext`."""
+def from_config(settings: DiscordSettings, context: PlatformContext) -> DiscordPlatform:
+    """The registry's factory (`core.ports.PlatformFactory`): `settings` is
+    `platforms.discord`."""
     return DiscordPlatform(
-        config=config,
+        config=settings,
         handler=context.handler,
         commands=context.commands,
-        cursors=getattr(context, "cursors", None),
-        metrics=getattr(context, "metrics", None),
-        say=getattr(context, "say", None),
-        mention_rule=getattr(context, "mention_rule", None),
+        cursors=context.cursors,
+        metrics=context.metrics,
+        clock=context.clock,
+        say=context.say,
+        mention_rule=context.mention_rule,
     )

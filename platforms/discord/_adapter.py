@@ -27,7 +27,6 @@ import discord
 import discord.gateway
 import discord.http
 import yarl
-from aiohttp import web
 
 from chatbridge.core.metrics import Metrics
 from chatbridge.core.models import IncomingMessage
@@ -37,6 +36,7 @@ from chatbridge.core.ports import (
     MessageHandler,
     Outbox,
     PlatformStartFailed,
+    Route,
     always_mention,
 )
 from chatbridge.platforms._download import Downloader
@@ -50,12 +50,15 @@ from chatbridge.platforms._runtime import (
     reveal,
     take,
 )
+from chatbridge.platforms._starting import StartFailures, start_or_fail
+from chatbridge.platforms._threads import AnsweredThreads
 
 from ._catch_up import CatchUp, CatchUpLimits
 from ._commands import InteractionOutbox, build_tree, decode_interaction, sync_if_changed
-from ._filters import accept, decode_address
+from ._filters import decode_address, normalise
 from ._outbox import DiscordOutbox
 from ._places import ChannelPlaces
+from ._settings import DiscordSettings
 
 __all__ = ["DiscordPlatform"]
 
@@ -74,6 +77,10 @@ INTENT_MISSING = (
     "discord refused the Message Content intent; switch on 'Message Content Intent' "
     "under Bot → Privileged Gateway Intents in the Developer Portal"
 )
+START_FAILURES: StartFailures = (
+    (discord.LoginFailure, TOKEN_REJECTED),
+    (discord.PrivilegedIntentsRequired, INTENT_MISSING),
+)
 
 
 def intents() -> discord.Intents:
@@ -86,17 +93,17 @@ def intents() -> discord.Intents:
 
 
 class _Threads:
-    """The threads the bot answers in: those it posted in since it started, and
-    every thread with a cursor (a message there reached the inbox before)."""
+    """The threads the bot answers in: those it answered in since it started,
+    and every thread with a cursor (a message there reached the inbox before)."""
 
-    def __init__(self, posted: set[int], known: dict[int, tuple[int, float]]) -> None:
-        self._posted, self._known = posted, known
+    def __init__(self, answered: AnsweredThreads[int], known: dict[int, tuple[int, float]]) -> None:
+        self._answered, self._known = answered, known
 
     def __contains__(self, thread: object) -> bool:
-        return thread in self._posted or thread in self._known
+        return thread in self._answered or thread in self._known
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._posted | self._known.keys())
+        return iter(set(self._answered) | self._known.keys())
 
 
 class DiscordPlatform:
@@ -120,14 +127,14 @@ class DiscordPlatform:
     """
 
     name = "discord"
+    routes: tuple[Route, ...] = ()  # the gateway is a socket: no webhook
 
     def __init__(
         self,
         *,
-        config: Any,
+        config: DiscordSettings,
         handler: MessageHandler,
         commands: Sequence[tuple[str, str]] = (),
-        server: web.Application | None = None,
         guild_ready_timeout: float = 0.5,
         cursors: ChannelCursors | None = None,
         metrics: Metrics | None = None,
@@ -135,10 +142,10 @@ class DiscordPlatform:
         clock: Callable[[], float] = time.time,
         say: Callable[[str], str] | None = None,
         retry_every: float = 30.0,
-        mention_rule: MentionRule | None = None,
+        mention_rule: MentionRule = always_mention,
     ) -> None:
         self._config = config
-        self._mention_rule = mention_rule or always_mention
+        self._mention_rule = mention_rule
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
         self._metrics = metrics
@@ -150,17 +157,15 @@ class DiscordPlatform:
         )
         options: dict[str, Any] = {"intents": intents(), "guild_ready_timeout": guild_ready_timeout}
         options["allowed_mentions"] = discord.AllowedMentions.none()
-        shard_count = getattr(config, "shard_count", None)
         self._client: discord.Client
-        if shard_count:
-            shard_ids = getattr(config, "shard_ids", None)
-            if shard_ids is not None:
-                options["shard_ids"] = list(shard_ids)
-            self._client = discord.AutoShardedClient(shard_count=shard_count, **options)
+        if config.shard_count:
+            if config.shard_ids is not None:
+                options["shard_ids"] = list(config.shard_ids)
+            self._client = discord.AutoShardedClient(shard_count=config.shard_count, **options)
         else:
             self._client = discord.Client(**options)
-        self._tree = build_tree(self._client, commands, self._accept)
-        self._answered: set[int] = set()  # threads the bot posted in
+        self._tree = build_tree(self._client, commands, self._take_command)
+        self._answered = AnsweredThreads[int]()  # threads the bot posted in
         known = self._places.known if self._places is not None else {}
         self._threads = _Threads(self._answered, known)
         self._retrying: asyncio.Task[Any] | None = None
@@ -191,9 +196,18 @@ class DiscordPlatform:
 
     async def start(self) -> None:
         """Reads the channel cursors, logs in, connects, waits for READY, then
-        syncs slash commands if they changed. The catch-up runs beside it."""
+        syncs slash commands if they changed. The catch-up runs beside it.
+
+        Raises `PlatformStartFailed` with one sentence (`START_FAILURES`)."""
         if self._places is not None:
             await self._places.load()
+        await start_or_fail("discord", self._connect, failures=START_FAILURES, close=self.aclose)
+        await sync_if_changed(self._client, self._tree)
+        me = self._client.user
+        log.info("discord: receiving as %s", me.name if me else "?")
+
+    async def _connect(self) -> None:
+        """Returns at READY; raises what ended the gateway task before it."""
         self._point_at(self._config.api_base, self._config.gateway_url)
         self._receiving = True
         self._task = asyncio.create_task(self._client.start(reveal(self._config.token)))
@@ -204,29 +218,17 @@ class DiscordPlatform:
             )
         finally:
             ready.cancel()
-        if not self._ready.is_set():
-            await self._fail()
-        await sync_if_changed(self._client, self._tree)
-        me = self._client.user
-        log.info("discord: receiving as %s", me.name if me else "?")
-
-    async def _fail(self) -> None:
-        task = self._task
-        exc = task.exception() if task is not None and task.done() else None
-        await self.aclose()
-        if isinstance(exc, discord.LoginFailure):
-            raise PlatformStartFailed(TOKEN_REJECTED) from None
-        if isinstance(exc, discord.PrivilegedIntentsRequired):
-            raise PlatformStartFailed(INTENT_MISSING) from None
-        if exc is None:
-            raise PlatformStartFailed(f"discord sent no READY within {START_TIMEOUT:g}s")
-        raise PlatformStartFailed(
-            f"discord could not start ({type(exc).__name__}: {one_line(exc)})"
-        ) from None
+        if self._ready.is_set():
+            return
+        if self._task.done() and not self._task.cancelled():
+            exc = self._task.exception()
+            if isinstance(exc, Exception):
+                raise exc
+        raise PlatformStartFailed(f"discord sent no READY within {START_TIMEOUT:g}s")
 
     def outbox(self, message: IncomingMessage) -> Outbox:
         interaction = decode_interaction(message.reply_address)
-        interval = float(self._config.edit_interval)
+        interval = self._config.edit_interval
         if interaction is not None:
             app_id, token = interaction
             return InteractionOutbox(self._client, app_id, token, edit_interval=interval)
@@ -339,15 +341,15 @@ class DiscordPlatform:
         me = self._client.user
         if me is None:
             return None
-        return accept(
+        return normalise(
             message,
             me.id,
             active_threads=self._threads,
-            thread_per_mention=bool(getattr(self._config, "thread_per_mention", False)),
+            thread_per_mention=self._config.thread_per_mention,
             mention_rule=self._mention_rule,
         )
 
-    async def _accept(self, message: IncomingMessage) -> bool:
+    async def _take_command(self, message: IncomingMessage) -> bool:
         return await self._take(message) is not Taken.REFUSED
 
     async def _take(self, message: IncomingMessage) -> Taken:

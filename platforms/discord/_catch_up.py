@@ -79,7 +79,7 @@ Advance = Callable[[int, int], Awaitable[None]]
 class CatchUp:
     """One pass over the channels given to `run`; the adapter owns the cursors.
 
-    `normalise` is the live path's (`_filters.accept` with the bot's threads),
+    `normalise` is the live path's (`_filters.normalise` with the bot's threads),
     `take` hands a message to the inbox, `advance(channel, message_id)`
     records a handled message (in memory and the store). A channel's cursor
     moves past a message only once the inbox took it (or it needs no answer);

@@ -21,21 +21,22 @@ from discord import app_commands
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import PlatformLimits, SentMessage
-from chatbridge.platforms._runtime import guarded, one_line
+from chatbridge.platforms._runtime import one_line
 
-from ._outbox import MAX_CHARS, rules
+from ._outbox import MAX_CHARS, discord_delivery
 
 __all__ = ["InteractionOutbox", "build_tree", "decode_interaction", "sync_if_changed"]
 
 log = logging.getLogger(__name__)
 
-Accept = Callable[[IncomingMessage], Awaitable[bool]]
+TakeIn = Callable[[IncomingMessage], Awaitable[bool]]
+"""Hands a command to the inbox (the adapter's `take`); False when it was refused."""
 
 
 def build_tree(
-    client: discord.Client, commands: Sequence[tuple[str, str]], accept: Accept
+    client: discord.Client, commands: Sequence[tuple[str, str]], take: TakeIn
 ) -> app_commands.CommandTree[Any]:
-    """A command tree whose every command defers and hands `/name` to `accept`."""
+    """A command tree whose every command defers and hands `/name` to `take`."""
     tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
     for name, description in commands:
         command = name.lstrip("/").lower()
@@ -43,28 +44,28 @@ def build_tree(
             app_commands.Command(
                 name=command,
                 description=(description or command)[:100],
-                callback=_link_runner(accept) if command == "link" else _runner(command, accept),
+                callback=_link_runner(take) if command == "link" else _runner(command, take),
             )
         )
     return tree
 
 
-def _runner(command: str, accept: Accept) -> Any:
+def _runner(command: str, take: TakeIn) -> Any:
     async def run(interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await accept(interaction_message(interaction, f"/{command}"))
+        await take(interaction_message(interaction, f"/{command}"))
 
     return run
 
 
-def _link_runner(accept: Accept) -> Any:
+def _link_runner(take: TakeIn) -> Any:
     """`/link` takes an optional `code` option: `/link` offers a code, `/link code:X` redeems."""
 
     @app_commands.describe(code="the code /link gave you on your other platform")
     async def run(interaction: discord.Interaction, code: str | None = None) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         text = f"/link {code.strip()}" if code and code.strip() else "/link"
-        await accept(interaction_message(interaction, text))
+        await take(interaction_message(interaction, text))
 
     return run
 
@@ -108,7 +109,7 @@ def decode_interaction(address: str) -> tuple[int, str] | None:
 class InteractionOutbox:
     """Answers a deferred slash command with ephemeral followups (token valid 15 min).
 
-    Refs are the followup message ids; errors map as `DiscordOutbox`'s do.
+    A `SentMessage` is the followup's message id; errors map as `DiscordOutbox`'s do.
     Discord shows "thinking…" until the first followup, so `typing()` does nothing.
     """
 
@@ -119,13 +120,14 @@ class InteractionOutbox:
         self._hook = discord.Webhook.partial(app_id, token, client=client)
         # What `Interaction.followup` builds: an application webhook may send ephemerally.
         self._hook.type = discord.WebhookType.application
+        self._delivery = discord_delivery()
 
     async def send(self, text: str) -> SentMessage:
         async def call() -> SentMessage:
             sent = await self._hook.send(text, ephemeral=True, wait=True)
             return str(int(sent.id))
 
-        return await guarded("discord followup", call, rules("followup"))
+        return await self._delivery.call("followup", "", call)
 
     async def edit(self, message: SentMessage, text: str) -> None:
         try:
@@ -136,7 +138,7 @@ class InteractionOutbox:
         async def call() -> None:
             await self._hook.edit_message(message_id, content=text)
 
-        await guarded("discord followup edit", call, rules("followup edit"))
+        await self._delivery.call("followup edit", "", call)
 
     async def typing(self) -> None:
         return None

@@ -34,11 +34,9 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import MentionRule, always_mention
+from chatbridge.platforms._mentions import mention_spans, strip_mentions
 
-__all__ = ["Address", "accept", "decode_address", "encode_address"]
-
-# What usually follows an address, as in "@bot, do X" or "@bot: do X".
-_AFTER = r"[ \t]*[,:]?[ \t]*"
+__all__ = ["Address", "decode_address", "encode_address", "normalise"]
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 
@@ -76,7 +74,7 @@ def decode_address(text: str) -> Address:
 _ADDRESS_MAX = 200
 
 
-def accept(
+def normalise(
     message: discord.Message,
     me: int,
     *,
@@ -118,7 +116,7 @@ def accept(
             chat = str(channel.id)
             open_thread = thread_per_mention and mentioned
             thread = str(message.id) if open_thread else ""
-    text = strip_mention(message.content, me)
+    text = strip_mentions(message.content, mention_spans(message.content, _mention(me)))
     attachments = attachments_of(message)
     if not text and not attachments:
         return None  # a bare "@bot" carries no question
@@ -151,9 +149,9 @@ def attachments_of(message: discord.Message) -> tuple[Attachment, ...]:
     return tuple(found)
 
 
-def strip_mention(content: str, me: int) -> str:
-    """`content` without the bot's `<@id>` / `<@!id>` mentions."""
-    return re.sub(rf"{_AFTER}<@!?{me}>{_AFTER}", " ", content).strip()
+def _mention(me: int) -> re.Pattern[str]:
+    """The bot's mention in message content: `<@id>` or `<@!id>`."""
+    return re.compile(rf"<@!?{me}>")
 
 
 def _replies_to(message: discord.Message, me: int) -> bool:

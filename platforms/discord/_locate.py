@@ -5,11 +5,12 @@ and, for a thread, its parent channel, read with one REST call
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import aiohttp
 
 from chatbridge.platforms._runtime import one_line, reveal
+
+from ._settings import DiscordSettings
 
 __all__ = ["locate"]
 
@@ -19,13 +20,13 @@ _THREAD_TYPES = frozenset({10, 11, 12})
 TIMEOUT = 10.0
 
 
-async def locate(config: Any, chat: str, thread: str = "") -> tuple[str, ...] | None:
+async def locate(config: DiscordSettings, chat: str, thread: str = "") -> tuple[str, ...] | None:
     """The place chain of channel `chat` (and `thread` in it), most specific
     first; None when Discord cannot be asked or does not know the channel."""
-    token = reveal(getattr(config, "token", None))
+    token = reveal(config.token)
     if not token or not chat.isdigit():
         return None
-    url = f"{str(config.api_base).rstrip('/')}/channels/{chat}"
+    url = f"{config.api_base.rstrip('/')}/channels/{chat}"
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http,

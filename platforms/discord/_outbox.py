@@ -1,7 +1,7 @@
 """The `Outbox` for one Discord reply: engine calls -> Discord REST calls.
 
-Refs are `"channel_id:message_id"`, so an outbox rebuilt from the stored
-reply address after a restart can edit what an earlier one sent.
+A `SentMessage` is `"channel_id:message_id"`, so an outbox rebuilt from the
+stored reply address after a restart can edit what an earlier one sent.
 """
 
 from __future__ import annotations
@@ -22,14 +22,21 @@ from chatbridge.core.ports import (
     PlatformLimits,
     SentMessage,
 )
+from chatbridge.platforms._deliver import Delivery
 from chatbridge.platforms._download import Downloader
 from chatbridge.platforms._look_back import LOOK_LIMIT, judge
 from chatbridge.platforms._pacing import RateBudget, priority_now
-from chatbridge.platforms._runtime import ErrorRule, guarded
 
 from ._filters import Address
 
-__all__ = ["MAX_CHARS", "TYPING_REFRESH", "DiscordOutbox", "parse_ref", "rules"]
+__all__ = [
+    "MAX_CHARS",
+    "TYPING_REFRESH",
+    "DiscordOutbox",
+    "discord_delivery",
+    "parse_sent_message",
+    "sent_message",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +48,16 @@ NO_PINGS = discord.AllowedMentions.none()
 _T = TypeVar("_T")
 
 
-def parse_ref(ref: SentMessage) -> tuple[int, int]:
-    channel, _, message = ref.partition(":")
+def sent_message(channel: int, message_id: int) -> SentMessage:
+    return f"{channel}:{message_id}"
+
+
+def parse_sent_message(sent: SentMessage) -> tuple[int, int]:
+    channel, _, message = sent.partition(":")
     try:
         return int(channel), int(message)
     except ValueError:
-        raise DeliveryError(f"discord edit: not a message reference {ref!r}") from None
+        raise DeliveryError(f"discord edit: not a sent message {sent!r}") from None
 
 
 def _retry_after(exc: discord.HTTPException) -> float:
@@ -57,20 +68,20 @@ def _retry_after(exc: discord.HTTPException) -> float:
         return 1.0
 
 
-def _rate_limited(exc: discord.HTTPException) -> BaseException | None:
-    return DeliveryRetry(_retry_after(exc)) if exc.status == 429 else None
+def classify(exc: Exception, what: str) -> BaseException | None:
+    """Discord's error table (`Delivery`): a 429 discord.py gave up on ->
+    `DeliveryRetry`, any other refusal -> `DeliveryError` naming `what`."""
+    if not isinstance(exc, discord.HTTPException):
+        return None
+    if exc.status == 429:
+        return DeliveryRetry(_retry_after(exc))
+    return DeliveryError(f"{what}: {exc.status} {exc.text or exc.code}"[:300])
 
 
-def rules(what: str) -> list[ErrorRule]:
-    """The SDK error table: a 429 discord.py gave up on -> `DeliveryRetry`,
-    any other refusal -> `DeliveryError` naming `what`."""
-    return [
-        (discord.HTTPException, _rate_limited),
-        (
-            discord.HTTPException,
-            lambda e: DeliveryError(f"discord {what}: {e.status} {e.text or e.code}"[:300]),
-        ),
-    ]
+def discord_delivery() -> Delivery:
+    """Discord's `Delivery`; discord.py paces calls by Discord's headers itself,
+    so there is no chat gate."""
+    return Delivery("discord", classify)
 
 
 class DiscordOutbox:
@@ -117,6 +128,7 @@ class DiscordOutbox:
         self._question = question
         self._look_back = look_back
         self._files = files
+        self._delivery = discord_delivery()
 
     async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
         """`core.ports.FileSource`: the attachment from its CDN URL, capped."""
@@ -137,14 +149,14 @@ class DiscordOutbox:
                     message_id=self._reply_to, channel_id=self._channel, fail_if_not_exists=False
                 )
                 sent = await channel.send(text, reference=reference, allowed_mentions=NO_PINGS)
-            return f"{self._channel}:{int(sent.id)}"
+            return sent_message(self._channel, int(sent.id))
 
-        ref = await self._call("send", call)
+        sent = await self._call("send", call)
         self._reply_to = None
-        return ref
+        return sent
 
     async def edit(self, message: SentMessage, text: str) -> None:
-        channel_id, message_id = parse_ref(message)
+        channel_id, message_id = parse_sent_message(message)
 
         async def call() -> None:
             partial = self._client.get_partial_messageable(channel_id)
@@ -163,12 +175,12 @@ class DiscordOutbox:
         since = question
         if after is not None:
             with contextlib.suppress(DeliveryError):
-                channel, since = parse_ref(after)
+                channel, since = parse_sent_message(after)
 
         async def call() -> list[tuple[SentMessage, str]]:
             messageable = self._client.get_partial_messageable(channel)
             return [
-                (f"{channel}:{int(message.id)}", message.content)
+                (sent_message(channel, int(message.id)), message.content)
                 async for message in messageable.history(
                     limit=LOOK_LIMIT, after=discord.Object(id=since), oldest_first=True
                 )
@@ -235,4 +247,4 @@ class DiscordOutbox:
     async def _call(self, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
         if self._pace is not None:
             await self._pace.take(priority_now())
-        return await guarded(f"discord {what}", call, rules(what))
+        return await self._delivery.call(what, str(self._channel), call)

@@ -6,13 +6,21 @@ are the engine's business.
 
 from __future__ import annotations
 
-from typing import Any
+from chatbridge.core.ports import PlatformContext
 
 from ._adapter import EVENTS_PATH, NotTaken, SlackPlatform
-from ._filters import ActiveThreads, Address, BotIdentity, strip_mention, to_message
+from ._filters import Address, BotIdentity, SlackThreads, normalise
 from ._format import MrkdwnRenderer, escape
 from ._locate import locate
-from ._outbox import MAX_CHARS, SlackOutbox, StatusSwitch, message_ref, parse_ref
+from ._outbox import (
+    MAX_CHARS,
+    SlackOutbox,
+    StatusSwitch,
+    parse_sent_message,
+    sent_message,
+    slack_delivery,
+)
+from ._settings import SlackSettings
 from ._startup import OPTIONAL_SCOPES, REQUIRED_SCOPES, check_tokens
 
 __all__ = [
@@ -20,33 +28,32 @@ __all__ = [
     "MAX_CHARS",
     "OPTIONAL_SCOPES",
     "REQUIRED_SCOPES",
-    "ActiveThreads",
     "Address",
     "BotIdentity",
     "MrkdwnRenderer",
     "NotTaken",
     "SlackOutbox",
     "SlackPlatform",
+    "SlackSettings",
+    "SlackThreads",
     "StatusSwitch",
     "check_tokens",
     "escape",
     "from_config",
     "locate",
-    "message_ref",
-    "parse_ref",
-    "strip_mention",
-    "to_message",
+    "normalise",
+    "parse_sent_message",
+    "sent_message",
+    "slack_delivery",
 ]
 
 
-def from_config(config: Any, context: Any) -> SlackPlatform:
-    """The registry's factory: `config` is `platforms.slack`, `context` a
-    `chatbridge.core.app.registry.PlatformContext`."""
+def from_config(settings: SlackSettings, context: PlatformContext) -> SlackPlatform:
+    """The registry's factory (`core.ports.PlatformFactory`): `settings` is
+    `platforms.slack`. Commands are typed as text: Slack registers none."""
     return SlackPlatform(
-        config=config,
+        config=settings,
         handler=context.handler,
-        commands=context.commands,
-        server=context.server,
-        say=getattr(context, "say", None),
-        mention_rule=getattr(context, "mention_rule", None),
+        say=context.say,
+        mention_rule=context.mention_rule,
     )

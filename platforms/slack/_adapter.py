@@ -14,35 +14,35 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
-from chatbridge.platforms._look_back import TakenHere
-from chatbridge.platforms._runtime import (
-    ChatGate,
-    InboxRefusals,
-    Taken,
-    one_line,
-    reveal,
-    take,
+from chatbridge.core.ports import (
+    MentionRule,
+    MessageHandler,
+    Route,
+    WebRequest,
+    WebResponse,
+    always_mention,
 )
+from chatbridge.platforms._look_back import TakenHere
+from chatbridge.platforms._runtime import InboxRefusals, Taken, one_line, reveal, take
+from chatbridge.platforms._starting import start_or_fail
 
 from ._files import SlackFiles
-from ._filters import ActiveThreads, Address, BotIdentity, to_message
+from ._filters import Address, BotIdentity, SlackThreads, normalise
 from ._format import MrkdwnRenderer
-from ._outbox import SlackOutbox, StatusSwitch
+from ._outbox import SlackOutbox, StatusSwitch, slack_delivery
+from ._settings import SlackSettings
 from ._startup import check_tokens, connect
 from ._stream import StreamSwitch
 
@@ -59,35 +59,32 @@ class NotTaken(Exception):
 
 class SlackPlatform:
     """Receives Slack events (Socket Mode when `app_token` is set, else HTTP
-    Events at `POST /slack/events` on `server`) and hands them to the engine.
+    Events at `POST /slack/events`, declared in `routes`) and hands them to
+    the engine. Commands are typed as text: no slash command is registered.
 
-    HTTP mode registers its route in the constructor (aiohttp freezes a router
-    once its app runs): build this platform before the server's runner is set
-    up. The route answers 503 until `start()` and after `stop_receiving()`;
-    bolt checks the signing secret (bad signature or stale timestamp -> 401,
-    nothing reaches the engine) and answers `url_verification` itself.
+    The HTTP route answers 503 until `start()` and after `stop_receiving()`;
+    the signing secret is checked first (bad signature or stale timestamp ->
+    401, nothing reaches the engine); bolt answers `url_verification` itself.
     """
 
     name = "slack"
+    routes: tuple[Route, ...] = ()  # HTTP mode: POST EVENTS_PATH
 
     def __init__(
         self,
         *,
-        config: Any,
+        config: SlackSettings,
         handler: MessageHandler,
-        commands: Sequence[tuple[str, str]] = (),
-        server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
-        mention_rule: MentionRule | None = None,
+        mention_rule: MentionRule = always_mention,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
         message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
         says where channel messages need no mention (`require_mention: false`)."""
         self._config = config
-        self._mention_rule = mention_rule or always_mention
+        self._mention_rule = mention_rule
         self._handler = handler
         self._refusals = InboxRefusals(say, self.outbox) if say is not None else None
-        self._commands = tuple(commands)  # typed as text; no slash command is registered
         self._bot_token = reveal(config.bot_token)
         self._app_token = reveal(config.app_token) if config.app_token is not None else None
         secret = reveal(config.signing_secret) if config.signing_secret is not None else ""
@@ -105,9 +102,9 @@ class SlackPlatform:
         self._app.event(re.compile(".*"))(self._listener())
         self._app.error(self._on_error)
         self._renderer = MrkdwnRenderer()
-        self._gate = ChatGate()
+        self._delivery = slack_delivery()
         self._status = StatusSwitch(False)
-        self._threads = ActiveThreads()
+        self._threads = SlackThreads()
         self._streams = StreamSwitch(bool(config.native_stream))
         self._team = ""  # from auth.test
         self._me: BotIdentity | None = None
@@ -115,9 +112,9 @@ class SlackPlatform:
         self._socket: AsyncSocketModeHandler | None = None
         self._receiving = False
         if self._app_token is None:
-            if server is None or not secret:
-                raise ValueError("slack HTTP mode needs chatbridge's server and a signing_secret")
-            server.router.add_post(EVENTS_PATH, self._http)
+            if not secret:
+                raise ValueError("slack HTTP mode needs a signing_secret")
+            self.routes = (Route("POST", EVENTS_PATH, self._http),)
 
     @property
     def connected(self) -> bool:
@@ -134,36 +131,26 @@ class SlackPlatform:
         token type, missing scopes, Socket Mode refused) and leaves nothing open.
         """
         check_tokens(self._bot_token, self._app_token)
-        try:
-            granted = await connect(self._client)
-            self._me, self._team = granted.me, granted.team
-            self._status.enabled = granted.has("assistant:write")
-            self._receiving = True
-            if self._app_token is not None:
-                # slack-sdk's Socket Mode client retries a refused app token
-                # forever; one probe first turns that into a start-up error.
-                await self._client.apps_connections_open(app_token=self._app_token)
-                self._socket = AsyncSocketModeHandler(self._app, self._app_token)
-                await self._socket.connect_async()
-        except SlackApiError as exc:
-            await self.aclose()
-            error = exc.response.get("error", "unknown_error")
-            raise PlatformStartFailed(
-                f"slack refused Socket Mode ({error}); check platforms.slack.app_token"
-            ) from None
-        except (SlackClientError, aiohttp.ClientError, OSError) as exc:
-            await self.aclose()
-            raise PlatformStartFailed(
-                f"slack could not start ({type(exc).__name__}: {one_line(exc)})"
-            ) from None
-        except BaseException:
-            await self.aclose()
-            raise
+        failures = ((SlackApiError, _socket_refused),)
+        await start_or_fail("slack", self._connect, failures=failures, close=self.aclose)
+        assert self._me is not None
         mode = "Socket Mode" if self.socket_mode else f"HTTP events at {EVENTS_PATH}"
-        why = getattr(self._config, "mode_reason", "")
+        why = self._config.mode_reason
         log.info(
             "slack: receiving as %s via %s%s", self._me.user_id, mode, f" ({why})" if why else ""
         )
+
+    async def _connect(self) -> None:
+        granted = await connect(self._client)
+        self._me, self._team = granted.me, granted.team
+        self._status.enabled = granted.has("assistant:write")
+        self._receiving = True
+        if self._app_token is not None:
+            # slack-sdk's Socket Mode client retries a refused app token
+            # forever; one probe first turns that into a start-up error.
+            await self._client.apps_connections_open(app_token=self._app_token)
+            self._socket = AsyncSocketModeHandler(self._app, self._app_token)
+            await self._socket.connect_async()
 
     def outbox(self, message: IncomingMessage) -> SlackOutbox:
         try:
@@ -174,9 +161,9 @@ class SlackPlatform:
         return SlackOutbox(
             self._client,
             address,
-            edit_interval=float(self._config.edit_interval),
+            edit_interval=self._config.edit_interval,
             renderer=self._renderer,
-            gate=self._gate,
+            delivery=self._delivery,
             status=self._status,
             threads=self._threads,
             streams=self._streams,
@@ -212,7 +199,7 @@ class SlackPlatform:
         if self._me is None or not self._receiving:
             raise NotTaken("not receiving yet")
         try:
-            message = to_message(
+            message = normalise(
                 event,
                 str(body.get("event_id") or ""),
                 self._me,
@@ -235,7 +222,7 @@ class SlackPlatform:
         log.warning("slack: event %s not acknowledged: %s", body.get("event_id"), one_line(error))
         return BoltResponse(status=500, body="")
 
-    async def _http(self, request: web.Request) -> web.Response:
+    async def _http(self, request: WebRequest) -> WebResponse:
         """Signature first (401 before any parsing), then bolt; a body bolt
         cannot read is a 400, never a 500.
 
@@ -244,31 +231,50 @@ class SlackPlatform:
         (`int("abc")`) and on a non-ASCII signature (`hmac.compare_digest`).
         """
         if not self._receiving:
-            return web.Response(status=503)
+            return WebResponse(503)
         body = await request.read()
         stamp = request.headers.get("X-Slack-Request-Timestamp", "")
         signature = request.headers.get("X-Slack-Signature", "")
         if not (_is_timestamp(stamp) and _is_signature(signature)):
-            return web.Response(status=401)
+            return WebResponse(401)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
-            return web.Response(status=400)  # Slack sends UTF-8: not an event of Slack's
+            return WebResponse(400)  # Slack sends UTF-8: not an event of Slack's
         try:
             valid = self._verifier.is_valid(body=text, timestamp=stamp, signature=signature)
         except (ValueError, TypeError):  # a shape the checks above did not foresee
             valid = False
         if not valid:
-            return web.Response(status=401)
+            return WebResponse(401)
         if not _event_shape_ok(text):
-            return web.Response(status=400)  # Slack's events carry a string type
+            return WebResponse(400)  # Slack's events carry a string type
         try:
-            response = await self._app.async_dispatch(await to_bolt_request(request))
+            bolt = AsyncBoltRequest(
+                body=text, query=request.query_string, headers=dict(request.headers)
+            )
+            response = await self._app.async_dispatch(bolt)
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             # RecursionError: a body nested deeper than the JSON parser goes.
             log.warning("slack: refused an event body it could not read (%s)", one_line(exc))
-            return web.Response(status=400)
-        return await to_aiohttp_response(response)
+            return WebResponse(400)
+        return _web_response(response)
+
+
+def _socket_refused(exc: Exception) -> str:
+    """A Slack API error at start-up: `auth.test`'s are explained by `connect`,
+    so this is `apps.connections.open` refusing the app token."""
+    error = exc.response.get("error", "unknown_error") if isinstance(exc, SlackApiError) else ""
+    return f"slack refused Socket Mode ({error}); check platforms.slack.app_token"
+
+
+def _web_response(response: BoltResponse) -> WebResponse:
+    """bolt's answer (its status, body and first header values) for chatbridge's server."""
+    return WebResponse(
+        response.status,
+        response.body.encode("utf-8"),
+        response.first_headers_without_set_cookie(),
+    )
 
 
 def _event_shape_ok(text: str) -> bool:

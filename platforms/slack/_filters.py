@@ -5,7 +5,7 @@ Answered:
 - `app_mention` in a channel, answered in its thread (`thread_ts`, or the
   mention's own `ts`, which starts one);
 - a thread reply in a channel (`message.channels`/`message.groups`) in a
-  thread the bot is part of (`ActiveThreads`), without a new mention.
+  thread the bot is part of (`AnsweredThreads`), without a new mention.
 
 Ignored: messages with any `subtype` (edits, deletions, joins, bot_message,
 …), messages from any bot (`bot_id`) or from the bot user itself, channel
@@ -34,11 +34,14 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import MentionRule, always_mention
+from chatbridge.platforms._mentions import mention_spans, strip_mentions
+from chatbridge.platforms._threads import AnsweredThreads
 
-__all__ = ["ActiveThreads", "Address", "BotIdentity", "strip_mention", "to_message", "ts_order"]
+__all__ = ["Address", "BotIdentity", "SlackThreads", "normalise", "ts_order"]
 
 PLATFORM = "slack"
-_MAX_THREADS = 10_000  # remembered threads; the oldest are forgotten first
+SlackThreads = AnsweredThreads[tuple[str, str]]
+"""The threads the bot answered in, as `(channel, thread_ts)`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,6 @@ class BotIdentity:
     """The bot as `auth.test` names it."""
 
     user_id: str
-    bot_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,35 +72,16 @@ class Address:
         return cls(*parts)
 
 
-class ActiveThreads:
-    """(channel, thread_ts) pairs the bot answered in; in memory, lost on restart
-    (a follow-up then needs a mention again)."""
-
-    def __init__(self, limit: int = _MAX_THREADS) -> None:
-        self._threads: dict[tuple[str, str], None] = {}
-        self._limit = limit
-
-    def add(self, channel: str, thread_ts: str) -> None:
-        self._threads.pop((channel, thread_ts), None)
-        self._threads[(channel, thread_ts)] = None
-        while len(self._threads) > self._limit:
-            del self._threads[next(iter(self._threads))]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._threads
+def _mention(bot_user_id: str) -> re.Pattern[str]:
+    """The bot's own mention in message text: `<@U…>` or `<@U…|name>`."""
+    return re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
 
 
-def strip_mention(text: str, bot_user_id: str) -> str:
-    """`text` without the bot's own `<@U…>` mentions (other mentions stay)."""
-    pattern = re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
-    return re.sub(r"[ \t]{2,}", " ", pattern.sub("", text)).strip()
-
-
-def to_message(
+def normalise(
     event: dict[str, Any],
     event_id: str,
     me: BotIdentity,
-    threads: ActiveThreads,
+    threads: SlackThreads,
     *,
     team: str = "",
     mention_rule: MentionRule = always_mention,
@@ -127,7 +110,7 @@ def to_message(
         address = Address(channel, thread_ts or "", ts)
     elif kind == "app_mention":
         thread = thread_ts or ts
-        threads.add(channel, thread)
+        threads.add((channel, thread))
         conversation = Conversation(PLATFORM, channel, user, thread, ChatKind.GROUP)
         address = Address(channel, thread, ts)
     elif kind == "message" and thread_ts and (channel, thread_ts) in threads:
@@ -143,7 +126,7 @@ def to_message(
         return None
     return IncomingMessage(
         conversation=conversation,
-        text=strip_mention(text, me.user_id),
+        text=strip_mentions(text, mention_spans(text, _mention(me.user_id))),
         event_id=event_id or f"{channel}-{ts}",
         reply_address=address.encode(),
         attachments=attachments,

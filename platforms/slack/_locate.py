@@ -4,12 +4,13 @@ the bot token belongs to (`auth.test`), since a bot answers in one workspace."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.platforms._runtime import one_line, reveal
+
+from ._settings import SlackSettings
 
 __all__ = ["locate"]
 
@@ -18,10 +19,10 @@ log = logging.getLogger(__name__)
 TIMEOUT = 10
 
 
-async def locate(config: Any, chat: str, thread: str = "") -> tuple[str, ...] | None:
+async def locate(config: SlackSettings, chat: str, thread: str = "") -> tuple[str, ...] | None:
     """`(slack:CHANNEL, slack:team:T…, slack)`; None when Slack cannot be asked.
     A thread follows its channel (a Slack thread has no scope of its own)."""
-    token = reveal(getattr(config, "bot_token", None))
+    token = reveal(config.bot_token)
     if not token:
         return None
     client = AsyncWebClient(token=token, base_url=config.base_url, timeout=TIMEOUT)

@@ -1,7 +1,7 @@
 """The `Outbox` for one Slack reply: `chat.postMessage` in the thread, `chat.update`,
 and for thread replies a native stream (`live_preview`, see `_stream`).
 
-A message reference is `"channel:ts"`, so an outbox rebuilt after a restart
+A `SentMessage` is `"channel:ts"`, so an outbox rebuilt after a restart
 edits the same message (a stream's message included).
 """
 
@@ -25,22 +25,24 @@ from chatbridge.core.ports import (
     PlatformLimits,
     SentMessage,
 )
+from chatbridge.platforms._deliver import Delivery, FormattingRefused
 from chatbridge.platforms._look_back import LOOK_LIMIT, judge
-from chatbridge.platforms._runtime import (
-    ChatGate,
-    ErrorRule,
-    FormattingRefused,
-    formatted_or_plain,
-    guarded,
-    one_line,
-)
+from chatbridge.platforms._runtime import ChatGate, one_line
 
 from ._files import SlackFiles
-from ._filters import ActiveThreads, Address
+from ._filters import Address, SlackThreads
 from ._format import MrkdwnRenderer
 from ._stream import SlackStream, StreamSwitch
 
-__all__ = ["MAX_CHARS", "STATUS", "SlackOutbox", "StatusSwitch", "message_ref", "parse_ref"]
+__all__ = [
+    "MAX_CHARS",
+    "STATUS",
+    "SlackOutbox",
+    "StatusSwitch",
+    "parse_sent_message",
+    "sent_message",
+    "slack_delivery",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +56,34 @@ _T = TypeVar("_T")
 _REFUSED_FORMAT = frozenset({"invalid_blocks", "invalid_blocks_format"})
 
 
-def message_ref(channel: str, ts: str) -> SentMessage:
+def sent_message(channel: str, ts: str) -> SentMessage:
     return f"{channel}:{ts}"
 
 
-def parse_ref(ref: SentMessage) -> tuple[str, str]:
-    channel, _, ts = ref.partition(":")
+def parse_sent_message(sent: SentMessage) -> tuple[str, str]:
+    channel, _, ts = sent.partition(":")
     if not channel or not ts:
-        raise DeliveryError(f"slack chat.update: not a message reference {ref!r}")
+        raise DeliveryError(f"slack chat.update: not a sent message {sent!r}")
     return channel, ts
+
+
+def classify(exc: Exception, what: str) -> BaseException | None:
+    """Slack's error table (`Delivery`): 429 `ratelimited` -> `DeliveryRetry`,
+    blocks refused -> `FormattingRefused`, any other API error -> `DeliveryError`
+    with Slack's error code."""
+    if not isinstance(exc, SlackApiError):
+        return None
+    error = _error(exc)
+    if getattr(exc.response, "status_code", None) == 429 or error == "ratelimited":
+        return DeliveryRetry(_retry_after(exc))
+    if error in _REFUSED_FORMAT:
+        return FormattingRefused()
+    return DeliveryError(f"{what}: {error}")
+
+
+def slack_delivery(gate: ChatGate | None = None) -> Delivery:
+    """The app's one `Delivery`: `gate` shared by every reply's outbox."""
+    return Delivery("slack", classify, gate=gate or ChatGate())
 
 
 class StatusSwitch:
@@ -103,9 +124,9 @@ class SlackOutbox:
         *,
         edit_interval: float = 1.0,
         renderer: MrkdwnRenderer,
-        gate: ChatGate,
+        delivery: Delivery,
         status: StatusSwitch,
-        threads: ActiveThreads,
+        threads: SlackThreads,
         streams: StreamSwitch | None = None,
         recipient_user: str = "",
         team: str = "",
@@ -119,7 +140,7 @@ class SlackOutbox:
         self._client = client
         self._address = address
         self._renderer = renderer
-        self._gate = gate
+        self._delivery = delivery
         self._status = status
         self._threads = threads
         self._streams = streams
@@ -142,15 +163,15 @@ class SlackOutbox:
             response = await self._client.chat_postMessage(
                 channel=channel, text=body, thread_ts=thread_ts, unfurl_links=False
             )
-            return message_ref(_field(response, "channel", channel), _field(response, "ts"))
+            return sent_message(_field(response, "channel", channel), _field(response, "ts"))
 
-        ref = await self._deliver("chat.postMessage", channel, text, call)
+        sent = await self._deliver("chat.postMessage", channel, text, call)
         if thread_ts and not channel.startswith("D"):
-            self._threads.add(channel, thread_ts)
-        return ref
+            self._threads.add((channel, thread_ts))
+        return sent
 
     async def edit(self, message: SentMessage, text: str) -> None:
-        channel, ts = parse_ref(message)
+        channel, ts = parse_sent_message(message)
 
         async def call(body: str) -> None:
             response = await self._client.chat_update(channel=channel, ts=ts, text=body)
@@ -166,7 +187,7 @@ class SlackOutbox:
         oldest = address.ts
         if after is not None:
             with contextlib.suppress(DeliveryError):
-                oldest = parse_ref(after)[1]
+                oldest = parse_sent_message(after)[1]
         try:
             messages = await self._read_after(oldest)
         except DeliveryError as exc:
@@ -181,7 +202,7 @@ class SlackOutbox:
             candidates.append(self._renderer.render(text))
         after_key = _ts_key(oldest) or asked
         mine = [
-            (message_ref(address.channel, ts), body)
+            (sent_message(address.channel, ts), body)
             for message in sorted(messages, key=lambda m: _ts_key(m.get("ts")) or (0, 0))
             if message.get("user") == self._me
             and isinstance(ts := message.get("ts"), str)
@@ -206,7 +227,7 @@ class SlackOutbox:
 
         for attempt in range(3):
             try:
-                response = await self._call(method, channel, call)
+                response = await self._delivery.call(method, channel, call)
                 break
             except DeliveryRetry as exc:
                 if attempt == 2:
@@ -228,10 +249,10 @@ class SlackOutbox:
                 return None
             recipient = {"recipient_user_id": self._recipient_user,
                          "recipient_team_id": self._team}  # fmt: skip
-            self._threads.add(channel, thread_ts)  # follow-ups there need no mention
+            self._threads.add((channel, thread_ts))  # follow-ups there need no mention
         return SlackStream(
             self._client,
-            self._call,
+            self._delivery,
             channel=channel,
             thread_ts=thread_ts,
             recipient=recipient,
@@ -260,40 +281,13 @@ class SlackOutbox:
     async def _deliver(
         self, method: str, channel: str, text: str, call: Callable[[str], Awaitable[_T]]
     ) -> _T:
-        async def attempt(body: str, *, formatted: bool) -> _T:
-            await self._gate.wait(channel)
-            rules = self._rules(method, channel, formatted=formatted)
-            return await guarded(f"slack {method}", lambda: call(body), rules)
-
-        async def formatted() -> _T:
-            try:
-                body = self._renderer.render(text)
-            except ValueError:
-                raise FormattingRefused() from None
-            return await attempt(body, formatted=True)
-
-        return await formatted_or_plain(
-            f"slack {method}", formatted, lambda: attempt(text, formatted=False)
-        )
-
-    async def _call(self, method: str, channel: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """One unformatted call with the same flood gate and error rules."""
-        await self._gate.wait(channel)
-        return await guarded(f"slack {method}", call, self._rules(method, channel, formatted=False))
-
-    def _rules(self, method: str, channel: str, *, formatted: bool) -> list[ErrorRule]:
-        def refused(exc: SlackApiError) -> BaseException:
-            status = getattr(exc.response, "status_code", None)
-            error = _error(exc)
-            if status == 429 or error == "ratelimited":
-                seconds = _retry_after(exc)
-                self._gate.block(channel, seconds)
-                return DeliveryRetry(seconds)
-            if formatted and error in _REFUSED_FORMAT:
-                return FormattingRefused()
-            return DeliveryError(f"slack {method}: {error}")
-
-        return [(SlackApiError, refused)]
+        """`call` with the text as mrkdwn, resent plain if Slack refuses the blocks."""
+        try:
+            body = self._renderer.render(text)
+        except ValueError as exc:
+            log.warning("slack %s: %s; sending plain text", method, exc)
+            return await self._delivery.send(method, channel, call, text)
+        return await self._delivery.send(method, channel, call, body, text)
 
 
 def _error(exc: SlackApiError) -> str:

@@ -74,12 +74,12 @@ async def connect(client: AsyncWebClient) -> Granted:
                 f"slack rejected the bot token ({error}); check platforms.slack.bot_token"
             ) from None
         raise PlatformStartFailed(f"slack auth.test failed ({error})") from None
-    user_id, bot_id = response.get("user_id"), response.get("bot_id")
+    user_id = response.get("user_id")
     if not isinstance(user_id, str) or not user_id:
         raise PlatformStartFailed("slack auth.test did not name the bot user; is it a bot token?")
     team = response.get("team_id")
     granted = Granted(
-        BotIdentity(user_id, str(bot_id or "")),
+        BotIdentity(user_id),
         _scopes(response.headers),
         team if isinstance(team, str) else "",
     )

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, SentMessage
+from chatbridge.platforms._deliver import Delivery
 
 __all__ = ["MAX_STREAM_CHARS", "SlackStream", "StreamSwitch"]
 
@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 MAX_STREAM_CHARS = 12_000  # markdown_text per chat.*Stream call
 # startStream errors that no other channel would answer differently.
 _APP_WIDE = frozenset({"unknown_method", "missing_scope", "not_allowed_token_type", "not_allowed"})
-Call = Callable[[str, str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
-"""`SlackOutbox._call`: (method, channel, call) with the outbox's error rules."""
 
 
 class StreamSwitch:
@@ -77,7 +75,7 @@ class SlackStream:
     def __init__(
         self,
         client: AsyncWebClient,
-        call: Call,
+        delivery: Delivery,
         *,
         channel: str,
         thread_ts: str,
@@ -85,7 +83,7 @@ class SlackStream:
         switch: StreamSwitch,
     ) -> None:
         self._client = client
-        self._call = call
+        self._delivery = delivery
         self._channel = channel
         self._thread_ts = thread_ts
         self._recipient = recipient  # recipient_user_id / recipient_team_id in channels
@@ -118,7 +116,7 @@ class SlackStream:
             )
 
         try:
-            await self._call("chat.stopStream", self._channel, stop)
+            await self._delivery.call("chat.stopStream", self._channel, stop)
         except DeliveryRetry:
             raise
         except DeliveryError as exc:
@@ -139,7 +137,7 @@ class SlackStream:
             )
 
         try:
-            response = await self._call("chat.startStream", self._channel, start)
+            response = await self._delivery.call("chat.startStream", self._channel, start)
         except DeliveryRetry:
             raise
         except DeliveryError as exc:
@@ -164,13 +162,13 @@ class SlackStream:
                 )
 
             try:
-                await self._call("chat.appendStream", self._channel, append)
+                await self._delivery.call("chat.appendStream", self._channel, append)
             except DeliveryRetry:
                 raise
             except DeliveryError:
                 # Leave no message in streaming state behind for chat.update.
                 with contextlib.suppress(DeliveryError):
-                    await self._call(
+                    await self._delivery.call(
                         "chat.stopStream",
                         self._channel,
                         lambda: self._client.chat_stopStream(channel=self._channel, ts=ts),

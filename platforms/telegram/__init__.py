@@ -6,52 +6,44 @@ are the engine's business.
 
 from __future__ import annotations
 
-from typing import Any
+from chatbridge.core.ports import PlatformContext
 
 from ._adapter import ALLOWED_UPDATES, WEBHOOK_PATH, TelegramPlatform
-from ._filters import Accepted, BotIdentity, accept, normalise_command
+from ._filters import BotIdentity, normalise, normalise_command
 from ._format import MarkdownRenderer, Rendered
 from ._locate import locate
-from ._outbox import MAX_CHARS, TelegramOutbox, message_ref
+from ._outbox import MAX_CHARS, TelegramOutbox, sent_message, telegram_delivery
+from ._settings import TelegramSettings
+from ._webhook import SECRET_HEADER, WebhookReceiver
 
 __all__ = [
     "ALLOWED_UPDATES",
     "MAX_CHARS",
     "SECRET_HEADER",
     "WEBHOOK_PATH",
-    "Accepted",
     "BotIdentity",
     "MarkdownRenderer",
     "Rendered",
     "TelegramOutbox",
     "TelegramPlatform",
+    "TelegramSettings",
     "WebhookReceiver",
-    "accept",
     "from_config",
     "locate",
-    "message_ref",
+    "normalise",
     "normalise_command",
+    "sent_message",
+    "telegram_delivery",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The webhook receiver (and aiohttp with it) loads only when asked for."""
-    if name in ("SECRET_HEADER", "WebhookReceiver"):
-        from . import _webhook
-
-        return getattr(_webhook, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def from_config(config: Any, context: Any) -> TelegramPlatform:
-    """The registry's factory: `config` is `platforms.telegram`, `context` a
-    `chatbridge.core.app.registry.PlatformContext`."""
+def from_config(settings: TelegramSettings, context: PlatformContext) -> TelegramPlatform:
+    """The registry's factory (`core.ports.PlatformFactory`): `settings` is
+    `platforms.telegram`."""
     return TelegramPlatform(
-        config=config,
+        config=settings,
         handler=context.handler,
         commands=context.commands,
-        # Only webhook mode adds a route; asking for the server builds it.
-        server=context.server if config.mode == "webhook" else None,
-        say=getattr(context, "say", None),
-        mention_rule=getattr(context, "mention_rule", None),
+        say=context.say,
+        mention_rule=context.mention_rule,
     )

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telegram import BotCommand, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
@@ -23,27 +23,25 @@ from telegram.ext import ExtBot
 from telegram.warnings import PTBUserWarning
 
 from chatbridge.core.models import ChatKind, IncomingMessage
-from chatbridge.core.ports import MentionRule, MessageHandler, PlatformStartFailed, always_mention
+from chatbridge.core.ports import MentionRule, MessageHandler, Route, always_mention
 from chatbridge.platforms._runtime import (
     BackgroundTasks,
-    ChatGate,
     InboxRefusals,
-    accept_safely,
+    Taken,
     one_line,
     reveal,
+    take,
 )
+from chatbridge.platforms._starting import start_or_fail
 
 from ._drafts import DraftSwitch
 from ._files import TelegramFiles, file_base_url
-from ._filters import BotIdentity, accept, decode_address
+from ._filters import BotIdentity, decode_address, normalise
 from ._format import MarkdownRenderer
-from ._outbox import MAX_CHARS, TelegramOutbox, _seconds
+from ._outbox import MAX_CHARS, TelegramOutbox, _seconds, telegram_delivery
 from ._pacing import TelegramPacer
-
-if TYPE_CHECKING:
-    from aiohttp import web
-
-    from ._webhook import WebhookReceiver
+from ._settings import TelegramSettings
+from ._webhook import WebhookReceiver
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +56,9 @@ MAX_BACKOFF = 30.0
 class TelegramPlatform:
     """Receives Telegram messages (long polling or webhook) and hands them to the engine.
 
-    Webhook mode registers `POST /telegram/webhook` on `server` in the
-    constructor, because aiohttp freezes a router once its app is started:
-    build this platform before the server's runner is set up, and point
-    `config.webhook_url` at that path. The route answers 503 until `start()`.
+    Webhook mode declares `POST /telegram/webhook` in `routes` (chatbridge's
+    server mounts it; point `config.webhook_url` at that path). The route
+    answers 503 until `start()`.
 
     Rate limiting: `TelegramPacer` (PTB's rate-limiter interface) paces calls
     to Telegram's published limits per chat and per bot, final text before
@@ -70,21 +67,21 @@ class TelegramPlatform:
     """
 
     name = "telegram"
+    routes: tuple[Route, ...] = ()  # webhook mode: POST WEBHOOK_PATH
 
     def __init__(
         self,
         *,
-        config: Any,
+        config: TelegramSettings,
         handler: MessageHandler,
         commands: Sequence[tuple[str, str]] = (),
-        server: web.Application | None = None,
         say: Callable[[str], str] | None = None,
-        mention_rule: MentionRule | None = None,
+        mention_rule: MentionRule = always_mention,
     ) -> None:
         """`say` gives the bot's own sentences (its language); with it, a user whose
         message the inbox cannot take is told so (`InboxRefusals`). `mention_rule`
         says where group messages need no mention (`require_mention: false`)."""
-        self._mention_rule = mention_rule or always_mention
+        self._mention_rule = mention_rule
         if config.mode not in ("polling", "webhook"):
             raise ValueError(f"telegram mode must be polling or webhook, not {config.mode!r}")
         self._config = config
@@ -101,7 +98,7 @@ class TelegramPlatform:
         )
         self._files = TelegramFiles(self._bot)
         self._renderer = MarkdownRenderer(MAX_CHARS)
-        self._gate = ChatGate()
+        self._delivery = telegram_delivery()
         self._drafts = DraftSwitch(bool(config.drafts))
         self._me: BotIdentity | None = None
         self._tasks = BackgroundTasks("telegram")
@@ -110,36 +107,25 @@ class TelegramPlatform:
         self._started = False
         self._receiver: WebhookReceiver | None = None
         if self._webhook:
-            if server is None or not config.webhook_url:
-                raise ValueError("telegram webhook mode needs a server and a webhook_url")
-            from ._webhook import WebhookReceiver  # aiohttp: webhook mode only
-
+            if not config.webhook_url:
+                raise ValueError("telegram webhook mode needs a webhook_url")
             self._receiver = WebhookReceiver(reveal(config.webhook_secret), self._receive)
-            server.router.add_post(WEBHOOK_PATH, self._receiver.handle)
+            self.routes = (Route("POST", WEBHOOK_PATH, self._receiver.handle),)
 
     @property
     def connected(self) -> bool:
         return self._receiving
 
     async def start(self) -> None:
-        """Connects (getMe), registers commands, then starts receiving."""
-        try:
-            await self._start()
-        except InvalidToken as exc:
-            await self.aclose()
-            # PTB's own message quotes the token; keep it out of every output.
-            raise PlatformStartFailed(self._refusal(exc)) from None
-        except (TelegramError, OSError) as exc:
-            await self.aclose()
-            raise PlatformStartFailed(
-                f"telegram could not start ({type(exc).__name__}: {one_line(exc)})"
-            ) from None
-        except BaseException:
-            await self.aclose()
-            raise
+        """Connects (getMe), registers commands, then starts receiving.
+
+        Raises `PlatformStartFailed` with one sentence (`start_or_fail`; PTB's
+        own `InvalidToken` message quotes the token, so it never shows)."""
+        failures = ((InvalidToken, self._refusal),)
+        await start_or_fail("telegram", self._start, failures=failures, close=self.aclose)
         log.info("telegram: receiving as @%s via %s", self._bot.username, self._config.mode)
 
-    def _refusal(self, exc: InvalidToken) -> str:
+    def _refusal(self, exc: Exception) -> str:
         """PTB raises `InvalidToken` for 401 and 404 alike (`Bot.initialize`
         wraps the server's answer as `__cause__`). The Bot API answers 401 to
         a token it does not know; 404 means no Bot API at `base_url` (a wrong
@@ -183,7 +169,7 @@ class TelegramPlatform:
             reply_to=reply_to,
             edit_interval=self._config.edit_interval,
             renderer=self._renderer,
-            gate=self._gate,
+            delivery=self._delivery,
             private=message.conversation.kind is ChatKind.PRIVATE,
             drafts=self._drafts,
             files=self._files,
@@ -284,12 +270,11 @@ class TelegramPlatform:
             log.warning("telegram: dropped a malformed update (%s)", one_line(exc))
             return True
         try:
-            accepted = accept(update, self._me, mention_rule=self._mention_rule)
+            message = normalise(update, self._me, mention_rule=self._mention_rule)
         except Exception as exc:
             log.warning("telegram: dropped an update it could not read (%s)", one_line(exc))
             return True
-        if accepted is None:
+        if message is None:
             return True
-        return await accept_safely(
-            "telegram", self._handler, accepted.message, refusals=self._refusals
-        )
+        taken = await take("telegram", self._handler, message, refusals=self._refusals)
+        return taken is not Taken.REFUSED

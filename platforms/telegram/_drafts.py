@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from telegram import Bot
 from telegram.error import InvalidToken
 
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
@@ -25,8 +25,8 @@ __all__ = ["DraftSwitch", "TelegramDraft", "new_draft_id"]
 log = logging.getLogger(__name__)
 
 MAX_DRAFT_ID = 2**31 - 1
-Deliver = Callable[[str, str, Callable[[Rendered], Awaitable[Any]]], Awaitable[Any]]
-"""`TelegramOutbox._deliver`: (method, text, call) with formatting fallback and error rules."""
+Deliver = Callable[[str, str, Callable[[Rendered], Awaitable[None]]], Awaitable[None]]
+"""`TelegramOutbox._deliver`: (method, text, call) on the shared deliver path."""
 
 
 def new_draft_id(question_id: int | None) -> int:
@@ -77,7 +77,7 @@ class TelegramDraft:
         self,
         deliver: Deliver,
         *,
-        bot: Any,
+        bot: Bot,
         chat_id: int,
         thread_id: int | None,
         draft_id: int,

@@ -28,10 +28,9 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import MentionRule, always_mention
+from chatbridge.platforms._mentions import strip_mentions
 
 _UTF16 = "utf-16-le"
-# What usually follows an address, as in "@bot, do X" or "@bot: do X".
-_AFTER_MENTION = re.compile(r"^[,:]?[ \t]*")
 # "/help@this_bot args": the suffix names the bot a command is for.
 _COMMAND_SUFFIX = re.compile(r"^(/[A-Za-z][A-Za-z0-9_]{0,31})@([A-Za-z0-9_]+)(?=\s|$)")
 # Telegram clients send /start on first contact; it means "what is this bot?".
@@ -46,22 +45,14 @@ class BotIdentity:
     username: str
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    """An update the engine should see. Where its reply goes travels in
-    `message.reply_address` (`encode_address`): in groups the answer quotes
-    the triggering message among other chatter; in private chats it does not.
-    """
-
-    message: IncomingMessage
-
-
-def accept(
+def normalise(
     update: Update, me: BotIdentity, *, mention_rule: MentionRule = always_mention
-) -> Accepted | None:
+) -> IncomingMessage | None:
     """The normalised message if the bot should answer `update`, else `None`.
 
-    Edited messages are ignored on purpose: the first version was already
+    Where its reply goes travels in `reply_address` (`encode_address`): in
+    groups the answer quotes the triggering message among other chatter; in
+    private chats it does not. Edited messages are ignored on purpose: the first version was already
     answered, and answering each edit would put two replies in the chat. Bots
     (including this one) are ignored so two bots can never talk in a loop.
     """
@@ -99,17 +90,15 @@ def accept(
         kind=kind,
     )
     reply_to = msg.message_id if kind is ChatKind.GROUP else None
-    return Accepted(
-        message=IncomingMessage(
-            conversation=conversation,
-            text=text,
-            event_id=str(update.update_id),
-            reply_address=encode_address(msg.chat.id, thread, reply_to),
-            attachments=attachments,
-            order=msg.message_id,  # increases within a chat: the conversation's order
-            place=place,
-            addressed=addressed,
-        ),
+    return IncomingMessage(
+        conversation=conversation,
+        text=text,
+        event_id=str(update.update_id),
+        reply_address=encode_address(msg.chat.id, thread, reply_to),
+        attachments=attachments,
+        order=msg.message_id,  # increases within a chat: the conversation's order
+        place=place,
+        addressed=addressed,
     )
 
 
@@ -208,26 +197,16 @@ def _command_for_another(msg: Message, me: BotIdentity) -> bool:
 
 
 def _strip_mentions(msg: Message, me: BotIdentity) -> str:
-    """`msg.text` (or caption) without the bot's @mentions; offsets are UTF-16
-    as Telegram sends them."""
+    """`msg.text` (or caption) without the bot's @mentions (`strip_mentions`);
+    the entities' offsets are UTF-16 units, as Telegram sends them."""
     text, _ = _body(msg)
-    mentions = sorted(_my_mentions(msg, me), key=lambda e: e.offset)
-    if not mentions:
-        return text.strip()
     units = text.encode(_UTF16, "surrogatepass")
-    result, cursor = "", 0
-    for entity in [*mentions, None]:
-        end = len(units) // 2 if entity is None else entity.offset
-        piece = units[cursor * 2 : end * 2].decode(_UTF16, "surrogatepass")
-        if cursor:
-            piece = _AFTER_MENTION.sub("", piece, count=1)
-        if result and piece:
-            result = result.rstrip(" \t") + " " + piece
-        else:
-            result += piece
-        if entity is not None:
-            cursor = entity.offset + entity.length
-    return result.strip()
+
+    def index(offset: int) -> int:  # a UTF-16 offset as an index into `text`
+        return len(units[: offset * 2].decode(_UTF16, "surrogatepass"))
+
+    spans = [(index(e.offset), index(e.offset + e.length)) for e in _my_mentions(msg, me)]
+    return strip_mentions(text, spans)
 
 
 def attachments_of(msg: Message) -> tuple[Attachment, ...]:

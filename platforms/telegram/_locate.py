@@ -3,11 +3,11 @@ no servers, so a chat (and each forum topic in it) is in the platform only."""
 
 from __future__ import annotations
 
-from typing import Any
+from ._settings import TelegramSettings
 
 __all__ = ["locate"]
 
 
-async def locate(config: Any, chat: str, thread: str = "") -> tuple[str, ...] | None:
+async def locate(config: TelegramSettings, chat: str, thread: str = "") -> tuple[str, ...] | None:
     """`(telegram:CHAT, telegram)`; a topic follows its group."""
     return (f"telegram:{chat}", "telegram")

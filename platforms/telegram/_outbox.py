@@ -7,9 +7,9 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, RetryAfter
 from telegram.warnings import PTBDeprecationWarning
 
 from chatbridge.core.models import Attachment
@@ -20,14 +20,8 @@ from chatbridge.core.ports import (
     PlatformLimits,
     SentMessage,
 )
-from chatbridge.platforms._runtime import (
-    ChatGate,
-    ErrorRule,
-    FormattingRefused,
-    formatted_or_plain,
-    guarded,
-    one_line,
-)
+from chatbridge.platforms._deliver import Delivery, FormattingRefused
+from chatbridge.platforms._runtime import ChatGate
 
 from ._drafts import DraftSwitch, TelegramDraft, new_draft_id
 from ._files import TelegramFiles
@@ -40,20 +34,34 @@ TYPING_REFRESH = 4.0  # Telegram shows "typing" for ~5 s per call
 _T = TypeVar("_T")
 
 
-def message_ref(chat_id: int, message_id: int) -> SentMessage:
+def sent_message(chat_id: int, message_id: int) -> SentMessage:
     return f"{chat_id}:{message_id}"
 
 
-def parse_ref(ref: SentMessage) -> tuple[int, int]:
-    chat, _, message = ref.rpartition(":")
+def parse_sent_message(sent: SentMessage) -> tuple[int, int]:
+    chat, _, message = sent.rpartition(":")
     try:
         return int(chat), int(message)
     except ValueError:
-        raise DeliveryError(f"telegram editMessageText: not a message reference {ref!r}") from None
+        raise DeliveryError(f"telegram editMessageText: not a sent message {sent!r}") from None
 
 
-class _NotModified(Exception):
-    pass
+class _NotModified(DeliveryError):
+    """An edit that changed nothing: the chat already shows the text."""
+
+
+def classify(exc: Exception, what: str) -> BaseException | None:
+    """Telegram's error table (`Delivery`): flood control, an edit that changed
+    nothing, formatting refused; the rest falls to `DeliveryError`."""
+    if isinstance(exc, RetryAfter):
+        return DeliveryRetry(_seconds(exc))
+    if isinstance(exc, BadRequest):
+        reason = exc.message.casefold()
+        if "message is not modified" in reason:
+            return _NotModified(what)
+        if "can't parse entities" in reason:
+            return FormattingRefused()
+    return None
 
 
 class TelegramOutbox:
@@ -82,7 +90,7 @@ class TelegramOutbox:
         reply_to: int | None = None,
         edit_interval: float | None = 1.0,
         renderer: MarkdownRenderer | None = None,
-        gate: ChatGate | None = None,
+        delivery: Delivery | None = None,
         private: bool = False,
         drafts: DraftSwitch | None = None,
         files: TelegramFiles | None = None,
@@ -100,7 +108,7 @@ class TelegramOutbox:
         # chunks are continuations of that reply.
         self._reply_to = reply_to
         self._renderer = renderer or MarkdownRenderer(MAX_CHARS)
-        self._gate = gate or ChatGate()
+        self._delivery = delivery or telegram_delivery()
         self._private = private
         self._drafts = drafts
         self._draft_id = new_draft_id(reply_to)
@@ -113,24 +121,25 @@ class TelegramOutbox:
         return await self._files.fetch(attachment, limit=limit)
 
     async def send(self, text: str) -> SentMessage:
-        async def call(r: Rendered) -> SentMessage:
-            reply = None
-            if self._reply_to is not None:
-                reply = ReplyParameters(self._reply_to, allow_sending_without_reply=True)
-            sent = await self._bot.send_message(
+        reply = None
+        if self._reply_to is not None:
+            reply = ReplyParameters(self._reply_to, allow_sending_without_reply=True)
+
+        async def call(r: Rendered) -> Message:
+            return await self._bot.send_message(
                 self._chat_id,
                 r.text,
                 entities=r.entities or None,
                 message_thread_id=self._thread_id,
                 reply_parameters=reply,
             )
-            self._reply_to = None
-            return message_ref(self._chat_id, sent.message_id)
 
-        return await self._deliver("sendMessage", text, call)
+        sent = await self._deliver("sendMessage", text, call)
+        self._reply_to = None
+        return sent_message(self._chat_id, sent.message_id)
 
     async def edit(self, message: SentMessage, text: str) -> None:
-        chat_id, message_id = parse_ref(message)
+        chat_id, message_id = parse_sent_message(message)
 
         async def call(r: Rendered) -> None:
             await self._bot.edit_message_text(
@@ -167,38 +176,15 @@ class TelegramOutbox:
     async def _deliver(
         self, method: str, text: str, call: Callable[[Rendered], Awaitable[_T]]
     ) -> _T:
+        """`call` with the rendered text, resent plain if Telegram refuses the entities."""
         rendered = self._renderer.render(text)
-        chat = str(self._chat_id)
-        rules = self._rules(method, chat)
+        plain = MarkdownRenderer.plain(text) if rendered.formatted else None
+        return await self._delivery.send(method, str(self._chat_id), call, rendered, plain)
 
-        async def attempt(r: Rendered) -> _T:
-            await self._gate.wait(chat)
-            return await guarded(f"telegram {method}", lambda: call(r), rules(r))
 
-        return await formatted_or_plain(
-            f"telegram {method}",
-            lambda: attempt(rendered),
-            lambda: attempt(MarkdownRenderer.plain(text)),
-        )
-
-    def _rules(self, method: str, chat: str) -> Callable[[Rendered], list[ErrorRule]]:
-        def flood(exc: RetryAfter) -> BaseException:
-            seconds = _seconds(exc)
-            self._gate.block(chat, seconds)
-            return DeliveryRetry(seconds)
-
-        def rules(r: Rendered) -> list[ErrorRule]:
-            def bad_request(exc: BadRequest) -> BaseException:
-                reason = exc.message.casefold()
-                if "message is not modified" in reason:
-                    return _NotModified()
-                if "can't parse entities" in reason and r.formatted:
-                    return FormattingRefused()
-                return DeliveryError(f"telegram {method}: {one_line(exc)}")
-
-            return [(RetryAfter, flood), (BadRequest, bad_request), (TelegramError, lambda e: None)]
-
-        return rules
+def telegram_delivery(gate: ChatGate | None = None) -> Delivery:
+    """The bot's one `Delivery`: `gate` shared by every reply's outbox."""
+    return Delivery("telegram", classify, gate=gate or ChatGate())
 
 
 def _seconds(exc: RetryAfter) -> float:

@@ -24,14 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiohttp import web
-
 from chatbridge.config import DiscordConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.discord import DiscordPlatform
 from chatbridge.providers.openai import OpenAIProvider
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import Reply
@@ -62,7 +60,7 @@ async def run(users: int, per_user: int) -> dict[str, float]:
             )  # fmt: skip
             bot = DiscordPlatform(
                 config=config, handler=engine, commands=engine.commands,
-                server=web.Application(), guild_ready_timeout=0.05,
+                guild_ready_timeout=0.05,
             )  # fmt: skip
             engine.attach(bot.name, bot.outbox)
             await bot.start()

@@ -21,9 +21,9 @@ from pathlib import Path
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.base import PlatformLimits
 from chatbridge.providers.debug import DebugProvider
+from chatbridge.stores.sqlite import SqliteStore
 
 
 class NullOutbox:

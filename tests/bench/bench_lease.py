@@ -27,8 +27,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
-from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
-from chatbridge.core.store._redis_lease import RedisLeases
+from chatbridge.stores.json import JsonStore
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.core.store.helpers import purge_redis
 from tests.support.redis_server import redis_url
 
@@ -75,7 +76,7 @@ async def _redis(backlog: int) -> str:
     await store.open()
     try:
         ours = await _fill(store, backlog)
-        leases = RedisLeases(store, ttl=30.0)
+        leases = store.replication(lease_ttl=30.0).leases
 
         async def take_turn() -> None:
             async with leases.hold(ours.key):

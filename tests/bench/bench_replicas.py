@@ -39,12 +39,13 @@ from typing import Any
 import aiohttp
 import redis
 
-from chatbridge.core.store import RedisStore
+from chatbridge.stores.redis import RedisStore
 from tests.bench import bench_store
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.redis_server import flush_allowed, redis_url
+from tests.support.run_config import write_run_config
 from tests.support.sse import Body, Reply
 
 DB = 8
@@ -97,34 +98,18 @@ class WatchedTelegram(FakeTelegram):
         return result
 
 
-def config(openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> str:
-    allow = ", ".join(f"telegram:{CHAT0 + c}" for c in range(USERS + 3))
-    return f"""
-engine:
-  shutdown_grace: 10s
-memory:
-  backend: redis
-  url: {REDIS_URL}
-logging:
-  level: warning
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-test
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    mode: webhook
-    webhook_url: http://127.0.0.1:{port}/telegram/webhook
-    webhook_secret: {SECRET}
-access:
-  allow: [{allow}]
-server:
-  port: {port}
-"""
+def config(home: Path, openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> None:
+    write_run_config(
+        home,
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        webhook_secret=SECRET,
+        allow=[CHAT0 + c for c in range(USERS + 3)],
+        engine={"shutdown_grace": "10s"},
+        memory={"backend": "redis", "url": REDIS_URL},
+        logging={"level": "warning"},
+    )
 
 
 def flushdb() -> None:
@@ -168,7 +153,7 @@ async def run_replicas(count: int, users: int, messages: int) -> dict[str, float
             for n, port in enumerate(ports):
                 home = Path(tmp) / f"replica{n}"
                 home.mkdir()
-                (home / "chatbridge.yaml").write_text(config(openai, telegram, port))
+                config(home, openai, telegram, port)
                 processes.append(
                     await asyncio.create_subprocess_exec(
                         *CHATBRIDGE,

@@ -39,10 +39,11 @@ from aiohttp import web
 
 from chatbridge.config import SlackConfig
 from chatbridge.core.access import AccessPolicy
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.providers.openai import OpenAIProvider
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support import fake_slack_events as ev
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
@@ -89,9 +90,8 @@ async def _stack(
               "edit_interval": 0.2}  # fmt: skip
     values |= {"app_token": APP_TOKEN} if mode == "socket" else {"signing_secret": SECRET}
     server = web.Application()
-    platform = SlackPlatform(
-        config=SlackConfig.model_validate(values), handler=engine, server=server
-    )
+    platform = SlackPlatform(config=SlackConfig.model_validate(values), handler=engine)
+    mount(server, platform.routes)
     runner = web.AppRunner(server, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -35,8 +35,8 @@ from tests.support.fake_discord import TOKEN, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.paths import REPO
+from tests.support.people import ALICE
 
-USER = 579304651
 CONFIG = """
 platforms:
   telegram: {{enabled: true, token: "{token}", base_url: "{base_url}"}}
@@ -93,12 +93,12 @@ async def one_run(
     config.write_text(
         CONFIG.format(
             token=telegram.token, base_url=telegram.base_url, db=workdir / f"s{n}-{provider}.db",
-            port=free_port(), user=USER,
+            port=free_port(), user=ALICE,
             provider=PROVIDERS[provider].format(openai=openai.base_url),
         )
     )  # fmt: skip
-    chat = USER + n + (0 if provider == "debug" else 10_000)  # a fresh chat each run
-    telegram.push_text(chat, USER, f"Wo ist das Paket {n}?")
+    chat = ALICE + n + (0 if provider == "debug" else 10_000)  # a fresh chat each run
+    telegram.push_text(chat, ALICE, f"Wo ist das Paket {n}?")
     telegram.seen = None
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
@@ -174,7 +174,7 @@ async def imports_at_first_poll(workdir: Path, env: dict[str, str], tag: int) ->
         config.write_text(
             CONFIG.format(
                 token=telegram.token, base_url=telegram.base_url,
-                db=workdir / f"imports{tag}.db", port=free_port(), user=USER,
+                db=workdir / f"imports{tag}.db", port=free_port(), user=ALICE,
                 provider=PROVIDERS["openai"].format(openai="http://127.0.0.1:9/v1"),
             )
         )  # fmt: skip

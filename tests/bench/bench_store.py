@@ -49,7 +49,10 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import DEDUPE_WINDOW, JsonStore, RedisStore, SqliteStore
+from chatbridge.core.ports.store import DEDUPE_WINDOW
+from chatbridge.stores.json import JsonStore
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.redis_server import redis_url
 
 REDIS_URL = redis_url()  # the bench run's own server, never a developer's
@@ -352,8 +355,8 @@ async def measure_inbox(backend: str, samples: int) -> dict[str, float]:
                 )
         finally:
             if isinstance(store, RedisStore):
-                client = store._conn()
-                keys = [k async for k in client.scan_iter(match=f"{store._prefix}*")]
+                client = store._db.client()
+                keys = [k async for k in client.scan_iter(match=f"{store._db.prefix}*")]
                 for i in range(0, len(keys), 1000):
                     await client.delete(*keys[i : i + 1000])
             await store.aclose()

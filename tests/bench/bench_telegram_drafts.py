@@ -28,9 +28,9 @@ from pathlib import Path
 from chatbridge.config import TelegramConfig
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.openai import OpenAIProvider
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from chatbridge.core.commands import Command, parse_command
 from tests.support.fakes import ManualClock, latest_noon
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 EXPIRE = 31 * 60
 
@@ -58,11 +55,9 @@ async def test_help_lists_every_command(bot: TestBot) -> None:
 
 
 @pytest.fixture
-async def noon_bot(tmp_path: Path) -> AsyncIterator[TestBot]:
+async def noon_bot(testbot: TestBots) -> TestBot:
     """A bot whose clock starts at noon: "today" cannot end during the test."""
-    testbot = await make_testbot(tmp_path, clock=ManualClock(latest_noon()))
-    yield testbot
-    await testbot.engine.store.aclose()
+    return await testbot(clock=ManualClock(latest_noon()))
 
 
 async def test_status_shows_model_session_ring_and_tokens(noon_bot: TestBot) -> None:

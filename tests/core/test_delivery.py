@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from chatbridge.core.delivery import StreamingReply, split_message
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
 from tests.support.fakes import RecordingOutbox, ScriptedProvider, VirtualClock
-from tests.support.testbot import make_testbot
+from tests.support.testbot import TestBots
 
 
 def _fences_balanced(chunk: str) -> bool:
@@ -283,14 +282,13 @@ async def test_flood_control_within_the_budget_delivers_the_answer() -> None:
     assert outbox.texts == ["Hallo"]
 
 
-async def test_an_answer_the_platform_will_not_take_gets_one_notice(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path, provider=ScriptedProvider("Antwort"), allow=("telegram:1",))
+async def test_an_answer_the_platform_will_not_take_gets_one_notice(testbot: TestBots) -> None:
+    bot = await testbot(provider=ScriptedProvider("Antwort"), allow=("telegram:1",))
     outbox = RejectingOutbox()
     message = IncomingMessage(Conversation("telegram", "1", "1"), "Frage", event_id="9")
     await bot.engine.handle(message, outbox)
     assert outbox.attempts == ["Antwort", UNDELIVERED_DE]
     assert await bot.engine.store.ring("telegram:1", since=0.0) == []
-    await bot.engine.store.aclose()
 
 
 # The notice as a user reads it (the bot's default language is German).

@@ -17,11 +17,13 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings, NotAccepting
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta
-from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
+from chatbridge.stores.sqlite import SqliteStore
+from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
+from tests.support.testbot import ALICE
 
-ALICE, BOB = "579304651", "42"
+BOB = "42"  # a second user the test bot allows (tests/support/testbot.py)
 ALLOW = (f"telegram:{ALICE}", f"telegram:{BOB}")
 
 
@@ -93,10 +95,10 @@ class Outboxes:
 
 
 async def test_a_redelivered_event_is_answered_once_also_after_a_restart(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     clock, provider = ManualClock(), _echo()
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     engine = _engine(store, provider, clock)
     outboxes = Outboxes()
     engine.attach("telegram", outboxes)
@@ -108,7 +110,7 @@ async def test_a_redelivered_event_is_answered_once_also_after_a_restart(
     assert await engine.accept(_message("Hallo", "1001")) is False  # already answered
     await store.aclose()
 
-    store = await _open(tmp_path / "bot.db")  # the platform redelivers after a restart
+    store = closing(await _open(tmp_path / "bot.db"))  # the platform redelivers after a restart
     engine = _engine(store, provider, clock)
     engine.attach("telegram", outboxes)
     assert await engine.accept(_message("Hallo", "1001")) is False
@@ -117,11 +119,10 @@ async def test_a_redelivered_event_is_answered_once_also_after_a_restart(
     assert len(provider.prompts) == 1
     assert outboxes.by_chat[ALICE].texts == ["zu Hallo"]
     assert [e.user_message for e in await store.ring(f"telegram:{ALICE}", since=0.0)] == ["Hallo"]
-    await store.aclose()
 
 
 async def test_resume_answers_what_a_crash_left_oldest_first_per_conversation(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     clock = ManualClock()
     crashed = await _open(tmp_path / "bot.db")
@@ -138,7 +139,7 @@ async def test_resume_answers_what_a_crash_left_oldest_first_per_conversation(
     crashed._db.close()  # type: ignore[union-attr]  # killed: no clean close
     crashed._db = None
 
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     provider = _echo()
     engine = _engine(store, provider, clock)
     outboxes = Outboxes()
@@ -156,12 +157,13 @@ async def test_resume_answers_what_a_crash_left_oldest_first_per_conversation(
     ring = await store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["erste", "zweite", "dritte"]
     assert await engine.resume() == 0  # nothing is left to answer
-    await store.aclose()
 
 
-async def test_resume_does_not_touch_platforms_that_are_not_attached(tmp_path: Path) -> None:
+async def test_resume_does_not_touch_platforms_that_are_not_attached(
+    tmp_path: Path, closing: Closing
+) -> None:
     clock = ManualClock()
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     entry = InboxEntry(_key("9"), _message("Hallo", "9"), received_at=clock.now())
     assert await store.inbox_add(entry)
     provider = _echo()
@@ -170,14 +172,13 @@ async def test_resume_does_not_touch_platforms_that_are_not_attached(tmp_path: P
     await asyncio.sleep(0.02)
     assert provider.prompts == []
     assert [e.key for e in await store.inbox_pending()] == [_key("9")]
-    await store.aclose()
 
 
 async def test_a_recorded_answer_is_finished_by_editing_the_posted_message(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     clock = ManualClock()
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     outboxes = Outboxes()
     chat = outboxes(_message("", "0"))
     ref = chat.seed("Die Sendung 1Z999")  # posted by the process that crashed
@@ -197,15 +198,14 @@ async def test_a_recorded_answer_is_finished_by_editing_the_posted_message(
     (remembered,) = await store.ring(f"telegram:{ALICE}", since=0.0)
     assert remembered.user_message == "Paket?"
     assert remembered.assistant_summary.startswith("Die Sendung 1Z999 kommt Mittwoch")
-    await store.aclose()
 
 
 async def test_an_entry_older_than_redeliver_within_gets_the_late_notice(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     clock = ManualClock()
     settings = EngineSettings(language="de", redeliver_within=15 * 60)
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     old = InboxEntry(_key("6"), _message("Wo ist   das Paket?", "6"), clock.now() - 15 * 60 - 1)
     fresh = InboxEntry(_key("7"), _message("Und jetzt?", "7"), clock.now() - 15 * 60 + 1)
     assert await store.inbox_add(old)
@@ -223,7 +223,6 @@ async def test_an_entry_older_than_redeliver_within_gets_the_late_notice(
     assert [p.messages[-1].content for p in provider.prompts] == ["Und jetzt?"]
     ring = await store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["Und jetzt?"]
-    await store.aclose()
 
 
 class HangingProvider(ScriptedProvider):
@@ -240,10 +239,10 @@ class HangingProvider(ScriptedProvider):
 
 
 async def test_drain_cuts_a_reply_past_the_grace_and_the_restart_finishes_it(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     clock = ManualClock()
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     provider = HangingProvider()
     engine = _engine(store, provider, clock)
     outbox = RecordingOutbox(edit_interval=0.01)
@@ -267,7 +266,7 @@ async def test_drain_cuts_a_reply_past_the_grace_and_the_restart_finishes_it(
     await store.aclose()
 
     # After the restart the cut answer is completed in the same message.
-    store = await _open(tmp_path / "bot.db")
+    store = closing(await _open(tmp_path / "bot.db"))
     engine = _engine(store, ScriptedProvider("Das Paket kommt am Mittwoch."), clock)
     engine.attach("telegram", lambda message: outbox)
     before = len(outbox.calls)
@@ -279,12 +278,13 @@ async def test_drain_cuts_a_reply_past_the_grace_and_the_restart_finishes_it(
     assert outbox.texts == ["Das Paket kommt am Mittwoch."]
     ring = await store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["Paket?"]
-    await store.aclose()
 
 
-async def test_a_failed_commit_tells_the_user_and_stores_no_ring_entry(tmp_path: Path) -> None:
+async def test_a_failed_commit_tells_the_user_and_stores_no_ring_entry(
+    tmp_path: Path, closing: Closing
+) -> None:
     path = tmp_path / "bot.db"
-    store = await _open(path)
+    store = closing(await _open(path))
     # Another connection makes the ring refuse writes (as a full disk would):
     # the inbox still works, only the commit's transaction fails.
     other = sqlite3.connect(path, isolation_level=None)
@@ -303,7 +303,6 @@ async def test_a_failed_commit_tells_the_user_and_stores_no_ring_entry(tmp_path:
     key = f"telegram:{ALICE}::{ALICE}"
     assert await store.load_session(key) is None, "the commit was all or nothing"
     assert await store.inbox_pending() == [], "the entry is not answered again"
-    await store.aclose()
 
 
 def _count_writes(store: SqliteStore) -> dict[str, int]:
@@ -337,8 +336,10 @@ def _count_writes(store: SqliteStore) -> dict[str, int]:
     return counts
 
 
-async def test_store_writes_per_message_are_add_progress_and_one_commit(tmp_path: Path) -> None:
-    store = await _open(tmp_path / "bot.db")
+async def test_store_writes_per_message_are_add_progress_and_one_commit(
+    tmp_path: Path, closing: Closing
+) -> None:
+    store = closing(await _open(tmp_path / "bot.db"))
     engine = _engine(store, _echo(), ManualClock())
     await engine.handle(_message("warm-up", "0"), RecordingOutbox())  # its add prunes
     counts = _count_writes(store)
@@ -396,4 +397,3 @@ async def test_store_writes_per_message_are_add_progress_and_one_commit(tmp_path
         "other": 0,
         "inbox_prune": 0,
     }
-    await store.aclose()

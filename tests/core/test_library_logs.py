@@ -5,7 +5,7 @@ library's installed source: a reworded message upstream fails here, not
 silently in production. The others drive real libraries where a test can
 make the condition (aiohttp's own 400 for a malformed request, discord.py's
 voice warnings from a real `discord.Client`) and the filter on each rule's
-logger for the rest; `tests/platforms/test_telegram_log_levels.py` drives
+logger for the rest; `tests/platforms/telegram/test_telegram_log_levels.py` drives
 python-telegram-bot's 429 end to end.
 """
 

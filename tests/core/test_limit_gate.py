@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from chatbridge.core.ledger import Limits
 from chatbridge.core.limits import LimitGate, LimitPolicy
-from chatbridge.core.store import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.fakes import ManualClock
 
 BERLIN = ZoneInfo("Europe/Berlin")

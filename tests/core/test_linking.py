@@ -9,7 +9,7 @@ from pathlib import Path
 from chatbridge.core.models import ChatKind
 from tests.support.cli import run_cli
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 DISCORD, SLACK, MALLORY = "1234", "U0SLACK", "6666"
 ALLOW = (f"telegram:{ALICE}", f"discord:{DISCORD}", f"slack:{SLACK}", f"discord:{MALLORY}",
@@ -17,8 +17,8 @@ ALLOW = (f"telegram:{ALICE}", f"discord:{DISCORD}", f"slack:{SLACK}", f"discord:
 _CODE = re.compile(r"/link ([A-Z0-9]{6,12})\b")
 
 
-async def _bot(tmp_path: Path, **kw: object) -> TestBot:
-    return await make_testbot(tmp_path, allow=ALLOW, **kw)  # type: ignore[arg-type]
+async def _bot(testbot: TestBots, **kw: object) -> TestBot:
+    return await testbot(allow=ALLOW, **kw)  # type: ignore[arg-type]
 
 
 def _code(reply: str) -> str:
@@ -34,8 +34,8 @@ async def _link(bot: TestBot) -> None:
     assert reply.startswith("Verknüpft:"), reply
 
 
-async def test_a_linked_id_shares_the_ring_and_the_code_works_once(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_a_linked_id_shares_the_ring_and_the_code_works_once(testbot: TestBots) -> None:
+    bot = await _bot(testbot)
     await bot.say("Check wo das Chemitek-Paket bleibt")
     code = _code(await bot.say("/link"))
     assert code not in "".join(p.messages[-1].content for p in bot.provider.prompts)
@@ -53,16 +53,16 @@ async def test_a_linked_id_shares_the_ring_and_the_code_works_once(tmp_path: Pat
     assert "Soll Mittwoch kommen" in memory
 
 
-async def test_a_code_expires_after_ten_minutes(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_a_code_expires_after_ten_minutes(testbot: TestBots) -> None:
+    bot = await _bot(testbot)
     code = _code(await bot.say("/link"))
     bot.clock.advance(601)
     late = await bot.say(f"/link {code}", platform="discord", user=DISCORD)
     assert late.startswith("Dieser Code ist falsch")
 
 
-async def test_five_wrong_codes_lock_link_for_an_hour(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_five_wrong_codes_lock_link_for_an_hour(testbot: TestBots) -> None:
+    bot = await _bot(testbot)
     code = _code(await bot.say("/link"))
     replies = [
         await bot.say(f"/link WRONG{n}XX", platform="discord", user=MALLORY) for n in range(5)
@@ -80,15 +80,15 @@ async def test_five_wrong_codes_lock_link_for_an_hour(tmp_path: Path) -> None:
     )
 
 
-async def test_link_in_a_group_is_refused_in_one_sentence(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_link_in_a_group_is_refused_in_one_sentence(testbot: TestBots) -> None:
+    bot = await _bot(testbot)
     reply = await bot.say("/link", chat="-100", kind=ChatKind.GROUP)
     assert reply == "Konten verknüpfe ich nur im privaten Chat: Schick mir /link dort."
     assert _CODE.search(reply) is None
 
 
-async def test_unlink_gives_each_id_what_was_written_from_it(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path, provider=ScriptedProvider(lambda prompt: ["Antwort."]))
+async def test_unlink_gives_each_id_what_was_written_from_it(testbot: TestBots) -> None:
+    bot = await _bot(testbot, provider=ScriptedProvider(lambda prompt: ["Antwort."]))
     await bot.say("Telegram-Frage")
     await _link(bot)
     await bot.say("Discord-Frage", platform="discord", user=DISCORD)
@@ -107,8 +107,8 @@ async def test_unlink_gives_each_id_what_was_written_from_it(tmp_path: Path) -> 
     assert none == f"discord:{DISCORD} ist mit keinem anderen Konto verknüpft."
 
 
-async def test_a_yaml_identity_cannot_link_or_unlink(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path, identities={"alice": [f"telegram:{ALICE}", f"slack:{SLACK}"]})
+async def test_a_yaml_identity_cannot_link_or_unlink(testbot: TestBots) -> None:
+    bot = await _bot(testbot, identities={"alice": [f"telegram:{ALICE}", f"slack:{SLACK}"]})
     for text in ("/link", "/unlink"):
         reply = await bot.say(text)
         assert reply.startswith("Deine Konten sind in der Konfiguration des Admins verbunden")
@@ -118,8 +118,8 @@ async def test_a_yaml_identity_cannot_link_or_unlink(tmp_path: Path) -> None:
     assert joined.startswith("Deine Konten sind in der Konfiguration")
 
 
-async def test_forget_from_a_linked_id_forgets_the_person(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_forget_from_a_linked_id_forgets_the_person(testbot: TestBots) -> None:
+    bot = await _bot(testbot)
     await bot.say("Telegram-Frage")
     await _link(bot)
     await bot.say("Discord-Frage", platform="discord", user=DISCORD)
@@ -128,8 +128,10 @@ async def test_forget_from_a_linked_id_forgets_the_person(tmp_path: Path) -> Non
     assert await bot.engine.store.ring(f"discord:{DISCORD}", since=0) == []
 
 
-async def test_memory_show_and_forget_accept_any_linked_id(tmp_path: Path) -> None:
-    bot = await _bot(tmp_path)
+async def test_memory_show_and_forget_accept_any_linked_id(
+    tmp_path: Path, testbot: TestBots
+) -> None:
+    bot = await _bot(testbot)
     await bot.say("Telegram-Frage")
     await _link(bot)
     bot.clock.advance(60)

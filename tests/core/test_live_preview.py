@@ -211,7 +211,7 @@ async def test_a_seeded_or_quick_reply_never_asks_for_a_preview() -> None:
     preview = FakePreview(appends=False)
     seeded = PreviewOutbox(preview, edit_interval=0.01)
     ref = seeded.seed("before the restart")
-    reply = StreamingReply(seeded, posted=(ref,))
+    reply = StreamingReply(seeded, sent=(ref,))
     await _stream(reply, 5)
     await reply.finish()
     assert seeded.asked == 0

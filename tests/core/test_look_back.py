@@ -87,7 +87,7 @@ async def test_a_short_text_that_begins_another_answer_does_not_take_it_over() -
 async def test_the_lookup_comes_once_before_the_first_post_after_the_last_recorded() -> None:
     outbox = LookingOutbox([], max_chars=30, edit_interval=0.02)
     first = outbox.seed("answer to [m7] - the Chemitek")
-    reply = StreamingReply(outbox, posted=(first,))
+    reply = StreamingReply(outbox, sent=(first,))
     await reply.finish(ANSWER)
     assert outbox.looked == [(ANSWER[len("answer to [m7] - the Chemitek ") :], first)]
     assert len(outbox.messages) == 2

@@ -23,8 +23,9 @@ from chatbridge.core.models import (
     IncomingMessage,
 )
 from chatbridge.core.ports import FetchFailed, FileTooLarge, MediaRejected
-from chatbridge.core.store import SqliteStore
 from chatbridge.providers.base import Prompt
+from chatbridge.stores.sqlite import SqliteStore
+from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 from tests.support.media import PDF, png
 
@@ -112,16 +113,17 @@ def _parts(prompt: Prompt) -> list[list[bytes]]:
     return [[p.data for p in t.parts] for t in prompt.messages if t.role == "user"]
 
 
-async def _open(engine: Engine) -> None:
-    await engine.store.open()  # type: ignore[attr-defined]
+async def _open(engine: Engine, closing: Closing) -> None:
+    await engine.store.open()
+    closing(engine.store)
 
 
 async def test_an_image_stays_in_the_session_for_its_message_and_the_next_three(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     provider = SeeingProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     image = png(600)
     outbox = FileOutbox({"img": image})
     await _say(engine, outbox, "Was steht da?", [_image("img")])
@@ -136,23 +138,25 @@ async def test_an_image_stays_in_the_session_for_its_message_and_the_next_three(
     ring = await engine.store.ring(f"telegram:{ALICE}", since=0)
     assert ring[0].user_message == "[Bild] Was steht da?"
     assert all(encoded[:40].decode() not in e.user_message for e in ring)
-    await engine.store.aclose()
 
 
-async def test_one_users_image_never_reaches_another_users_request(tmp_path: Path) -> None:
+async def test_one_users_image_never_reaches_another_users_request(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = SeeingProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"img": png(500)})
     await _say(engine, outbox, "Mein Ausweis", [_image("img")], chat="-100")
     await _say(engine, outbox, "Und was siehst du?", user=BOB, chat="-100")
     bobs = provider.prompts[-1]
     assert all(not t.parts for t in bobs.messages)
     assert "Ausweis" not in "".join(t.content for t in bobs.messages)
-    await engine.store.aclose()
 
 
-async def test_a_provider_refusing_the_image_gets_the_text_alone(tmp_path: Path) -> None:
+async def test_a_provider_refusing_the_image_gets_the_text_alone(
+    tmp_path: Path, closing: Closing
+) -> None:
     def script(prompt: Prompt) -> list[str | Exception]:
         if any(t.parts for t in prompt.messages):
             return [MediaRejected("HTTP 400", provider="main")]
@@ -160,7 +164,7 @@ async def test_a_provider_refusing_the_image_gets_the_text_alone(tmp_path: Path)
 
     provider = SeeingProvider(script)
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"img": png(500)})
     shown = await _say(engine, outbox, "Was ist das?", [_image("img")])
     assert shown == ["Der KI-Dienst hat das Bild nicht angenommen; ich lese nur deinen Text.",
@@ -168,13 +172,14 @@ async def test_a_provider_refusing_the_image_gets_the_text_alone(tmp_path: Path)
     await _say(engine, outbox, "Und jetzt?")
     assert all(not t.parts for t in provider.prompts[-1].messages), "not sent again"
     assert len(outbox.texts) == 3, "one sentence only, not again with the next message"
-    await engine.store.aclose()
 
 
-async def test_files_that_cannot_be_used_get_one_sentence_each(tmp_path: Path) -> None:
+async def test_files_that_cannot_be_used_get_one_sentence_each(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = ScriptedProvider("ok")  # text only: no images, no PDFs
     engine = _engine(tmp_path, provider, media=MediaSettings(max_file_bytes=1000))
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"img": png(500), "pdf": PDF, "zip": b"PK\x03\x04"})
     attachments = [
         _image("img"),
@@ -197,10 +202,12 @@ async def test_files_that_cannot_be_used_get_one_sentence_each(tmp_path: Path) -
     assert provider.prompts[-1].messages[-1].content == "Schau mal"
 
 
-async def test_a_lone_file_that_cannot_be_used_asks_the_model_nothing(tmp_path: Path) -> None:
+async def test_a_lone_file_that_cannot_be_used_asks_the_model_nothing(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = ScriptedProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"zip": b"PK"})
     zip_file = Attachment(AttachmentKind.OTHER, "application/zip", 2, "a.zip", "zip")
     shown = await _say(engine, outbox, "", [zip_file])
@@ -209,15 +216,14 @@ async def test_a_lone_file_that_cannot_be_used_asks_the_model_nothing(tmp_path: 
     assert provider.prompts == []
     assert await engine.store.ring(f"telegram:{ALICE}", since=0) == []
     assert await engine.store.inbox_pending() == []
-    await engine.store.aclose()
 
 
 async def test_a_text_file_follows_the_caption_and_both_are_cut_together(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     provider = ScriptedProvider("ok")
     engine = _engine(tmp_path, provider, max_message_chars=300)
-    await _open(engine)
+    await _open(engine, closing)
     body = "Zeile mit Inhalt. " * 100
     outbox = FileOutbox({"log": body.encode()})
     notes = Attachment(AttachmentKind.TEXT, "text/plain", len(body), "log.txt", "log")
@@ -232,11 +238,11 @@ async def test_a_text_file_follows_the_caption_and_both_are_cut_together(
 
 
 async def test_a_binary_file_posing_as_text_and_a_fake_image_are_refused(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     provider = SeeingProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"bin": b"\x00\x01\x02ELF", "img": b"<html>not an image</html>"})
     attachments = [
         Attachment(AttachmentKind.TEXT, "text/plain", 7, "notes.txt", "bin"),
@@ -250,10 +256,12 @@ async def test_a_binary_file_posing_as_text_and_a_fake_image_are_refused(
     assert not provider.prompts[-1].messages[-1].parts
 
 
-async def test_a_pdf_goes_to_a_provider_that_reads_documents(tmp_path: Path) -> None:
+async def test_a_pdf_goes_to_a_provider_that_reads_documents(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = SeeingProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"pdf": PDF})
     letter = Attachment(AttachmentKind.OTHER, "application/pdf", len(PDF), "brief.pdf", "pdf")
     await _say(engine, outbox, "Fass zusammen", [letter])
@@ -266,14 +274,14 @@ async def test_a_pdf_goes_to_a_provider_that_reads_documents(tmp_path: Path) -> 
 
 
 async def test_voice_is_answered_as_typed_and_the_ring_keeps_the_transcript(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     provider = ScriptedProvider("Mittwoch, ja.")
     hearing = Hearing()
     engine = _engine(
         tmp_path, provider, media=MediaSettings(transcription=True), transcriber=hearing
     )
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"v": b"OggS-voice"})
     voice = Attachment(AttachmentKind.VOICE, "audio/ogg", 10, "voice.ogg", "v")
     shown = await _say(engine, outbox, "", [voice])
@@ -282,13 +290,14 @@ async def test_voice_is_answered_as_typed_and_the_ring_keeps_the_transcript(
     assert provider.prompts[-1].messages[-1].content == "Soll Mittwoch kommen"
     ring = await engine.store.ring(f"telegram:{ALICE}", since=0)
     assert [e.user_message for e in ring] == ["Soll Mittwoch kommen"]
-    await engine.store.aclose()
 
 
-async def test_a_new_session_never_sees_an_earlier_sessions_image(tmp_path: Path) -> None:
+async def test_a_new_session_never_sees_an_earlier_sessions_image(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = SeeingProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({"img": png(500)})
     await _say(engine, outbox, "Mein Ausweis", [_image("img")])
     await _say(engine, outbox, "/new")
@@ -297,10 +306,12 @@ async def test_a_new_session_never_sees_an_earlier_sessions_image(tmp_path: Path
     assert all(not t.parts for t in provider.prompts[-1].messages)
 
 
-async def test_a_broken_file_name_is_stored_and_repeated_safely(tmp_path: Path) -> None:
+async def test_a_broken_file_name_is_stored_and_repeated_safely(
+    tmp_path: Path, closing: Closing
+) -> None:
     provider = ScriptedProvider("ok")
     engine = _engine(tmp_path, provider)
-    await _open(engine)
+    await _open(engine, closing)
     outbox = FileOutbox({})
     odd = Attachment(AttachmentKind.OTHER, "application/x\ud800", 3, "a\ud800b\x1b[31m.bin", "r")
     shown = await _say(engine, outbox, "", [odd])

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import Conversation, IncomingMessage
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.scheduling import LocalScheduler
-from chatbridge.core.store.base import StoreError
 from chatbridge.providers.base import ProviderUnavailable
 from chatbridge.providers.fallback import FallbackProvider
 from tests.support.fakes import RecordingOutbox, ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 
 class ConcurrencyProbe(ScriptedProvider):
@@ -37,23 +36,21 @@ class ConcurrencyProbe(ScriptedProvider):
             self.running -= 1
 
 
-async def test_one_conversation_is_answered_in_order(tmp_path: Path) -> None:
+async def test_one_conversation_is_answered_in_order(testbot: TestBots) -> None:
     probe = ConcurrencyProbe()
-    bot = await make_testbot(tmp_path, provider=probe)
+    bot = await testbot(provider=probe)
     await asyncio.gather(*(bot.say(f"m{i}") for i in range(4)))
     assert probe.peak == 1
     contents = [p.messages[-1].content for p in probe.prompts]
     assert contents == ["m0", "m1", "m2", "m3"]
     assert len(probe.prompts[-1].messages) == 7, "each message saw the previous turns"
-    await bot.engine.store.aclose()
 
 
-async def test_different_conversations_run_concurrently(tmp_path: Path) -> None:
+async def test_different_conversations_run_concurrently(testbot: TestBots) -> None:
     probe = ConcurrencyProbe()
-    bot = await make_testbot(tmp_path, provider=probe)
+    bot = await testbot(provider=probe)
     await asyncio.gather(bot.say("a", user=ALICE), bot.say("b", user="42"))
     assert probe.peak == 2
-    await bot.engine.store.aclose()
 
 
 async def test_a_redelivered_event_gets_exactly_one_answer(bot: TestBot) -> None:
@@ -65,7 +62,7 @@ async def test_a_redelivered_event_gets_exactly_one_answer(bot: TestBot) -> None
 
 
 async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
-    tmp_path: Path,
+    testbot: TestBots,
 ) -> None:
     def down(name: str) -> ScriptedProvider:
         return ScriptedProvider(
@@ -73,48 +70,45 @@ async def test_when_every_provider_fails_the_user_is_told_and_nothing_is_stored(
         )
 
     chain = FallbackProvider([down("main"), down("backup")])
-    bot = await make_testbot(tmp_path, provider=chain)
+    bot = await testbot(provider=chain)
     reply = await bot.say("Check wo das Chemitek-Paket bleibt")
     assert "main, backup" in reply
     assert "noch einmal" in reply
     assert len(bot.outboxes[-1].messages) == 1
     assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
     assert await bot.engine.store.load_session(f"telegram:{ALICE}::{ALICE}") is None
-    await bot.engine.store.aclose()
 
 
 async def test_a_stream_broken_after_text_keeps_the_text_and_stores_nothing(
-    tmp_path: Path,
+    testbot: TestBots,
 ) -> None:
     provider = ScriptedProvider(
         lambda prompt: ["UPS Tracking 1Z999", ProviderUnavailable("dropped", provider="main")]
     )
-    bot = await make_testbot(tmp_path, provider=provider)
+    bot = await testbot(provider=provider)
     reply = await bot.say("Paket?")
     assert reply.startswith("UPS Tracking 1Z999")
     assert "abgebrochen" in reply
     assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
-    await bot.engine.store.aclose()
 
 
-async def test_new_cancels_the_reply_in_flight(tmp_path: Path) -> None:
+async def test_new_cancels_the_reply_in_flight(testbot: TestBots) -> None:
     gate = asyncio.Event()
     provider = ScriptedProvider(lambda prompt: ["never shown"], gate=gate)
-    bot = await make_testbot(tmp_path, provider=provider)
+    bot = await testbot(provider=provider)
     pending = asyncio.create_task(bot.say("lange Frage"))
     await asyncio.sleep(0.01)
     await bot.say("/new")
     await asyncio.wait_for(pending, 1.0)
     assert provider.cancelled == 1
     assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
-    await bot.engine.store.aclose()
 
 
-async def test_cancel_policy_lets_a_newer_message_replace_the_reply(tmp_path: Path) -> None:
+async def test_cancel_policy_lets_a_newer_message_replace_the_reply(testbot: TestBots) -> None:
     gate = asyncio.Event()
     provider = ScriptedProvider(lambda prompt: ["antwort"], gate=gate)
     settings = replace(EngineSettings(), cancel_on_new_message=True)
-    bot = await make_testbot(tmp_path, provider=provider, settings=settings)
+    bot = await testbot(provider=provider, settings=settings)
     first = asyncio.create_task(bot.say("erste"))
     await asyncio.sleep(0.01)
     second = asyncio.create_task(bot.say("zweite"))
@@ -125,22 +119,20 @@ async def test_cancel_policy_lets_a_newer_message_replace_the_reply(tmp_path: Pa
     assert provider.cancelled == 1
     ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
     assert [e.user_message for e in ring] == ["zweite"]
-    await bot.engine.store.aclose()
 
 
-async def test_drain_cancels_replies_that_outlive_the_grace(tmp_path: Path) -> None:
+async def test_drain_cancels_replies_that_outlive_the_grace(testbot: TestBots) -> None:
     provider = ScriptedProvider(lambda prompt: ["x"], gate=asyncio.Event())
-    bot = await make_testbot(tmp_path, provider=provider)
+    bot = await testbot(provider=provider)
     pending = asyncio.create_task(bot.say("hängt"))
     await asyncio.sleep(0.01)
     await bot.engine.drain(0.05)
     await asyncio.wait_for(pending, 1.0)
     assert provider.cancelled == 1
-    await bot.engine.store.aclose()
 
 
-async def test_a_store_outage_at_intake_refuses_the_message(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path)
+async def test_a_store_outage_at_intake_refuses_the_message(testbot: TestBots) -> None:
+    bot = await testbot()
     await bot.engine.store.aclose()  # every store call now fails with StoreError
     # The inbox cannot take it: accept raises, so the platform does not
     # acknowledge and delivers it again later; nothing was answered.
@@ -150,8 +142,8 @@ async def test_a_store_outage_at_intake_refuses_the_message(tmp_path: Path) -> N
     assert bot.provider.prompts == []
 
 
-async def test_a_store_outage_after_intake_gets_one_sentence_not_silence(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path)
+async def test_a_store_outage_after_intake_gets_one_sentence_not_silence(testbot: TestBots) -> None:
+    bot = await testbot()
     outbox = RecordingOutbox()
     bot.engine.attach("telegram", lambda message: outbox)
     conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
@@ -167,11 +159,11 @@ async def test_a_store_outage_after_intake_gets_one_sentence_not_silence(tmp_pat
     assert bot.provider.prompts == []
 
 
-async def test_cancel_policy_answers_only_the_newest_of_a_burst(tmp_path: Path) -> None:
+async def test_cancel_policy_answers_only_the_newest_of_a_burst(testbot: TestBots) -> None:
     gate = asyncio.Event()
     provider = ScriptedProvider(lambda prompt: [f"zu {prompt.messages[-1].content}"], gate=gate)
     settings = replace(EngineSettings(), cancel_on_new_message=True)
-    bot = await make_testbot(tmp_path, provider=provider, settings=settings)
+    bot = await testbot(provider=provider, settings=settings)
     burst = []
     for text in ("m1", "m2", "m3"):
         burst.append(asyncio.create_task(bot.say(text)))
@@ -192,11 +184,10 @@ async def test_cancel_policy_answers_only_the_newest_of_a_burst(tmp_path: Path) 
     assert scheduler._queued == set()
     assert scheduler._inflight == {}
     assert len(scheduler._locks) == 0
-    await bot.engine.store.aclose()
 
 
-async def test_a_failing_typing_indicator_never_ends_a_good_answer(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path)
+async def test_a_failing_typing_indicator_never_ends_a_good_answer(testbot: TestBots) -> None:
+    bot = await testbot()
 
     class BrokenTyping(RecordingOutbox):
         async def typing(self) -> None:
@@ -206,4 +197,3 @@ async def test_a_failing_typing_indicator_never_ends_a_good_answer(tmp_path: Pat
     conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
     await bot.engine.handle(IncomingMessage(conversation=conversation, text="Hallo"), outbox)
     assert outbox.texts == ["echo: Hallo"]
-    await bot.engine.store.aclose()

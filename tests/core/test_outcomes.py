@@ -19,11 +19,11 @@ from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.metrics import OUTCOMES, Metrics
 from chatbridge.core.models import Conversation, IncomingMessage
 from chatbridge.core.outcome import Outcome
-from chatbridge.core.store import SqliteStore
 from chatbridge.core.texts import say
+from chatbridge.stores.sqlite import SqliteStore
+from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
-
-ALICE = "579304651"
+from tests.support.testbot import ALICE
 
 
 class BrokenOnce(RecordingOutbox):
@@ -66,12 +66,12 @@ async def _until(condition: Callable[[], Awaitable[bool]], within: float = 5.0) 
 
 @pytest.mark.parametrize("broken", ["provider", "delivery"])
 async def test_an_unexpected_error_is_told_once_and_never_answered_again(
-    tmp_path: Path, broken: str
+    tmp_path: Path, broken: str, closing: Closing
 ) -> None:
     bug = RuntimeError("a bug in the provider")
     script = [bug] if broken == "provider" else ["fine"]
     outbox = BrokenOnce() if broken == "delivery" else RecordingOutbox()
-    store, metrics = await _open(tmp_path / "bot.db"), Metrics()
+    store, metrics = closing(await _open(tmp_path / "bot.db")), Metrics()
     engine = _engine(store, ScriptedProvider(lambda prompt: list(script)), metrics)
     engine.attach("telegram", lambda message: outbox)
     conversation = Conversation("telegram", ALICE, ALICE)
@@ -88,7 +88,7 @@ async def test_an_unexpected_error_is_told_once_and_never_answered_again(
     assert f"chatbridge_messages_total{{{labels}}} 1.0" in rendered
     await store.aclose()
 
-    store = await _open(tmp_path / "bot.db")  # a restart with a provider that works
+    store = closing(await _open(tmp_path / "bot.db"))  # a restart with a provider that works
     provider = ScriptedProvider("fine")
     engine = _engine(store, provider, Metrics())
     engine.attach("telegram", lambda message: outbox)
@@ -96,7 +96,6 @@ async def test_an_unexpected_error_is_told_once_and_never_answered_again(
     await engine.drain(1.0)
     assert provider.prompts == []
     assert outbox.texts == [say("en", "internal_error")], "told once, answered never again"
-    await store.aclose()
 
 
 def test_metrics_count_the_outcomes_of_the_enum() -> None:

@@ -14,8 +14,9 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Turn
 from chatbridge.core.places import PlaceSettings, ScopeResolver, SessionModels, chain_of
-from chatbridge.core.store import SqliteStore
-from chatbridge.core.store._codec import message_from_json, message_to_json
+from chatbridge.stores._codec import message_from_json, message_to_json
+from chatbridge.stores.sqlite import SqliteStore
+from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 
 GROUP = ("telegram:-100", "telegram")
@@ -155,9 +156,12 @@ def test_session_models_only_flag_a_change() -> None:
     assert not seen.changed("a", "other"), "the oldest entry should have been forgotten"
 
 
-async def _engine(tmp_path: Path, places: ScopeResolver, main: ScriptedProvider) -> Engine:
+async def _engine(
+    closing: Closing, tmp_path: Path, places: ScopeResolver, main: ScriptedProvider
+) -> Engine:
     store = SqliteStore(tmp_path / "bot.db", max_entries=20)
     await store.open()
+    closing(store)
     return Engine(
         EngineSettings(system_prompt="TOP"),
         store=store,
@@ -169,12 +173,12 @@ async def _engine(tmp_path: Path, places: ScopeResolver, main: ScriptedProvider)
 
 
 async def test_the_engine_answers_with_the_places_prompt_provider_and_status(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     places, chains, main = resolver(
         {"telegram:-100": {"system_prompt": "GROUP", "provider": "backup", "language": "en"}}
     )
-    engine = await _engine(tmp_path, places, main)
+    engine = await _engine(closing, tmp_path, places, main)
     group = Conversation("telegram", "-100", "1", kind=ChatKind.GROUP)
     outbox = RecordingOutbox()
     await engine.handle(IncomingMessage(group, "Frage", place=GROUP), outbox)
@@ -191,12 +195,13 @@ async def test_the_engine_answers_with_the_places_prompt_provider_and_status(
     assert "Scope: none" in status.texts[0]
     assert "Modell: gpt-main (main)" in status.texts[0]
     assert 'scope="telegram:-100"' in engine.metrics.render().decode()
-    await engine.store.aclose()
 
 
-async def test_unaddressed_chatter_from_a_stranger_gets_no_denial(tmp_path: Path) -> None:
+async def test_unaddressed_chatter_from_a_stranger_gets_no_denial(
+    tmp_path: Path, closing: Closing
+) -> None:
     places, _, main = resolver({"telegram:-100": {"require_mention": False}})
-    engine = await _engine(tmp_path, places, main)
+    engine = await _engine(closing, tmp_path, places, main)
     stranger = Conversation("telegram", "-100", "666", kind=ChatKind.GROUP)
     quiet, asked = RecordingOutbox(), RecordingOutbox()
     await engine.handle(
@@ -206,12 +211,13 @@ async def test_unaddressed_chatter_from_a_stranger_gets_no_denial(tmp_path: Path
     assert quiet.texts == []
     assert "telegram:666" in asked.texts[0]
     assert main.prompts == []
-    await engine.store.aclose()
 
 
-async def test_a_reload_that_changes_the_model_starts_a_new_session(tmp_path: Path) -> None:
+async def test_a_reload_that_changes_the_model_starts_a_new_session(
+    tmp_path: Path, closing: Closing
+) -> None:
     places, _, main = resolver({})
-    engine = await _engine(tmp_path, places, main)
+    engine = await _engine(closing, tmp_path, places, main)
     private = Conversation("telegram", "1", "1")
     await engine.handle(IncomingMessage(private, "eins"), RecordingOutbox())
     await engine.handle(IncomingMessage(private, "zwei"), RecordingOutbox())
@@ -223,10 +229,11 @@ async def test_a_reload_that_changes_the_model_starts_a_new_session(tmp_path: Pa
     assert len(new.messages) == 1, "the session of the old model was continued"
     assert new.messages[0].content.startswith("<conversation_history>")
     assert "zwei" in new.messages[0].content
-    await engine.store.aclose()
 
 
-async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(tmp_path: Path) -> None:
+async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(
+    tmp_path: Path, closing: Closing
+) -> None:
     """Issue 21: two users in a pooled group draw on one pool and are refused
     together once it is spent; a user in another chat and the same user's DM
     are not held by it. A channel inheriting its server's `limits` shares the
@@ -242,6 +249,7 @@ async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(tmp_path: Pat
     )
     store = SqliteStore(tmp_path / "bot.db", max_entries=20)
     await store.open()
+    closing(store)
     gate = LimitGate(
         LimitPolicy(terms={"main": ProviderTerms(max_tokens=200)}),
         store=store,
@@ -290,4 +298,3 @@ async def test_a_scope_pool_is_shared_by_its_place_and_nobody_else(tmp_path: Pat
     rows = {row.account: row.tally for row in await store.ledger_rows(since_day="2000-01-01")}
     assert rows["scope:telegram:-100"].tokens == 900
     assert (await ask("2", group)).startswith(refusal)
-    await store.aclose()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from chatbridge.core.models import ChatKind
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 EXPIRE = 31 * 60
 BOB = "42"
@@ -45,9 +43,8 @@ async def test_a_group_entry_reaches_only_that_group(bot: TestBot) -> None:
     assert "User: Sprint-Planung Gruppe A" in bot.last_prompt_text
 
 
-async def test_one_identity_shares_one_ring_across_platforms(tmp_path: Path) -> None:
-    bot = await make_testbot(
-        tmp_path,
+async def test_one_identity_shares_one_ring_across_platforms(testbot: TestBots) -> None:
+    bot = await testbot(
         allow=("alice",),
         identities={"alice": [f"telegram:{ALICE}", "slack:U0123"]},
     )
@@ -57,4 +54,3 @@ async def test_one_identity_shares_one_ring_across_platforms(tmp_path: Path) -> 
     assert "User: Check wo das Chemitek-Paket bleibt" in bot.last_prompt_text
     assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
     assert len(await bot.engine.store.ring("alice", since=0.0)) == 2
-    await bot.engine.store.aclose()

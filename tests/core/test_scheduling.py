@@ -9,17 +9,20 @@ from pathlib import Path
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
-from chatbridge.core.store import SqliteStore
 from chatbridge.platforms.slack._filters import ts_order
+from chatbridge.stores.sqlite import SqliteStore
+from tests.support.closing import Closing
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
+from tests.support.testbot import ALICE
 
-ALICE = "579304651"
 
-
-async def test_pending_messages_are_answered_in_the_platforms_order(tmp_path: Path) -> None:
+async def test_pending_messages_are_answered_in_the_platforms_order(
+    tmp_path: Path, closing: Closing
+) -> None:
     clock = ManualClock()
     store = SqliteStore(tmp_path / "bot.db", max_entries=20)
     await store.open()
+    closing(store)
     conversation = Conversation("telegram", ALICE, ALICE)
     now = clock.now()
     # Reached the inbox in another order than Telegram numbered them (e.g.
@@ -43,7 +46,6 @@ async def test_pending_messages_are_answered_in_the_platforms_order(tmp_path: Pa
     assert outbox.texts == ["zu erste", "zu zweite", "zu dritte"]
     assert [len(p.messages) for p in provider.prompts] == [1, 3, 5], "each saw the ones before"
     assert await store.inbox_pending() == []
-    await store.aclose()
 
 
 def test_a_slack_ts_orders_as_microseconds() -> None:
@@ -53,13 +55,13 @@ def test_a_slack_ts_orders_as_microseconds() -> None:
     assert ts_order("") == 0
 
 
-async def test_the_order_survives_the_inbox(tmp_path: Path) -> None:
+async def test_the_order_survives_the_inbox(tmp_path: Path, closing: Closing) -> None:
     store = SqliteStore(tmp_path / "bot.db", max_entries=20)
     await store.open()
+    closing(store)
     conversation = Conversation("discord", "5", "6")
     message = IncomingMessage(conversation, "hi", event_id="1", order=1_234_567_890_123_456_789)
     assert await store.inbox_add(InboxEntry("discord:1", message, 1000.0))
     (entry,) = await store.inbox_pending_of(conversation)
     assert entry.message == message
     assert await store.inbox_pending_of(Conversation("discord", "5", "7")) == []
-    await store.aclose()

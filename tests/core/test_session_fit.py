@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +28,7 @@ from chatbridge.core.session_fit import (
 from tests.support import long_chat
 from tests.support.chemitek import TRACKING, UNDERSTOOD
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 SYSTEM = EngineSettings().system_prompt
 
@@ -38,24 +37,19 @@ def _tokens(prompt: Prompt) -> int:
     return estimate_tokens(prompt.system, *(turn.content for turn in prompt.messages))
 
 
-async def _long_chat_bot(tmp_path: Path, max_tokens: int) -> TestBot:
+async def _long_chat_bot(testbot: TestBots, max_tokens: int) -> TestBot:
     settings = replace(EngineSettings(), session_max_tokens=max_tokens)
-    return await make_testbot(
-        tmp_path, provider=ScriptedProvider(long_chat.answer), settings=settings
-    )
+    return await testbot(provider=ScriptedProvider(long_chat.answer), settings=settings)
 
 
 async def test_message_21_stays_within_500_tokens_and_still_finds_the_tracking_number(
-    tmp_path: Path,
+    testbot: TestBots,
 ) -> None:
-    bot = await _long_chat_bot(tmp_path, 500)
-    try:
-        replies = []
-        for text in long_chat.chat(21):
-            bot.clock.advance(60)
-            replies.append(await bot.say(text))
-    finally:
-        await bot.engine.store.aclose()
+    bot = await _long_chat_bot(testbot, 500)
+    replies = []
+    for text in long_chat.chat(21):
+        bot.clock.advance(60)
+        replies.append(await bot.say(text))
     sizes = [_tokens(prompt) for prompt in bot.provider.prompts]
     assert max(sizes) <= 500, sizes
     assert sizes[-1] <= 486
@@ -72,28 +66,22 @@ async def test_message_21_stays_within_500_tokens_and_still_finds_the_tracking_n
     assert strip_bridge(last.messages[-1].content) == "Soll Mittwoch kommen"
 
 
-async def test_without_the_bound_the_same_chat_carries_every_turn(tmp_path: Path) -> None:
-    bot = await _long_chat_bot(tmp_path, 100_000)
-    try:
-        for text in long_chat.chat(21):
-            bot.clock.advance(60)
-            await bot.say(text)
-    finally:
-        await bot.engine.store.aclose()
+async def test_without_the_bound_the_same_chat_carries_every_turn(testbot: TestBots) -> None:
+    bot = await _long_chat_bot(testbot, 100_000)
+    for text in long_chat.chat(21):
+        bot.clock.advance(60)
+        await bot.say(text)
     last = bot.provider.prompts[-1]
     assert len(last.messages) == 41
     assert "<conversation_history>" not in "".join(t.content for t in last.messages)
     assert _tokens(last) > 1500
 
 
-async def test_a_trim_keeps_the_next_requests_prefix_byte_for_byte(tmp_path: Path) -> None:
-    bot = await _long_chat_bot(tmp_path, 2000)
-    try:
-        for text in long_chat.chat(40):
-            bot.clock.advance(60)
-            await bot.say(text)
-    finally:
-        await bot.engine.store.aclose()
+async def test_a_trim_keeps_the_next_requests_prefix_byte_for_byte(testbot: TestBots) -> None:
+    bot = await _long_chat_bot(testbot, 2000)
+    for text in long_chat.chat(40):
+        bot.clock.advance(60)
+        await bot.say(text)
     prompts = bot.provider.prompts
     trims = [
         i
@@ -108,8 +96,8 @@ async def test_a_trim_keeps_the_next_requests_prefix_byte_for_byte(tmp_path: Pat
     assert len(trims) >= 3
 
 
-async def test_what_was_sent_is_what_is_stored(tmp_path: Path) -> None:
-    bot = await _long_chat_bot(tmp_path, 500)
+async def test_what_was_sent_is_what_is_stored(testbot: TestBots) -> None:
+    bot = await _long_chat_bot(testbot, 500)
     for text in long_chat.chat(8):
         bot.clock.advance(60)
         await bot.say(text)
@@ -121,8 +109,8 @@ async def test_what_was_sent_is_what_is_stored(tmp_path: Path) -> None:
     assert session.turns[-2] == Turn("user", sent.messages[-1].content)
 
 
-async def test_session_max_turns_brings_the_dropped_exchange_back(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path, settings=replace(EngineSettings(), session_max_turns=4))
+async def test_session_max_turns_brings_the_dropped_exchange_back(testbot: TestBots) -> None:
+    bot = await testbot(settings=replace(EngineSettings(), session_max_turns=4))
     for word in ("alpha", "beta", "gamma", "delta"):
         await bot.say(word)
     await bot.engine.store.aclose()
@@ -134,9 +122,9 @@ async def test_session_max_turns_brings_the_dropped_exchange_back(tmp_path: Path
     assert contents[0].endswith("Aktuelle Nachricht: beta")
 
 
-async def test_a_new_session_block_is_cut_to_the_budget_the_message_kept(tmp_path: Path) -> None:
+async def test_a_new_session_block_is_cut_to_the_budget_the_message_kept(testbot: TestBots) -> None:
     settings = replace(EngineSettings(), session_max_tokens=300, session_ttl=60)
-    bot = await make_testbot(tmp_path, settings=settings)
+    bot = await testbot(settings=settings)
     for n in range(4):
         await bot.say(f"Eintrag {n} " + "x" * 150)
     bot.clock.advance(120)  # a gap: a new session, its block of the newest entries

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.models import ChatKind
-from tests.support.testbot import TestBot, make_testbot
+from tests.support.testbot import TestBot, TestBots
 
 TTL = 30 * 60
 
@@ -52,8 +51,8 @@ async def test_the_first_message_ever_has_no_block(bot: TestBot) -> None:
     assert bot.last_prompt_text == "Hallo"
 
 
-async def test_old_turns_drop_out_of_the_live_session(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path, settings=replace(EngineSettings(), session_max_turns=4))
+async def test_old_turns_drop_out_of_the_live_session(testbot: TestBots) -> None:
+    bot = await testbot(settings=replace(EngineSettings(), session_max_turns=4))
     for word in ("a", "b", "c", "d"):
         await bot.say(word)
     prompt = bot.provider.prompts[-1]
@@ -62,15 +61,14 @@ async def test_old_turns_drop_out_of_the_live_session(tmp_path: Path) -> None:
     assert contents[1:] == ["echo: b", "c", "echo: c", "d"]
     assert "User: a\nBot: echo: a\n</conversation_history>" in contents[0]
     assert contents[0].endswith("Aktuelle Nachricht: b")
-    await bot.engine.store.aclose()
 
 
-async def test_a_restart_inside_the_ttl_continues_the_session(tmp_path: Path) -> None:
-    first = await make_testbot(tmp_path)
+async def test_a_restart_inside_the_ttl_continues_the_session(testbot: TestBots) -> None:
+    first = await testbot()
     await first.say("Check wo das Chemitek-Paket bleibt")
     await first.engine.store.aclose()
 
-    second = await make_testbot(tmp_path)  # same database file, fresh engine
+    second = await testbot()  # same database file, fresh engine
     second.clock.value = first.clock.value + 600
     await second.say("Soll Mittwoch kommen")
     prompt = second.provider.prompts[-1]
@@ -78,7 +76,6 @@ async def test_a_restart_inside_the_ttl_continues_the_session(tmp_path: Path) ->
         "Check wo das Chemitek-Paket bleibt",
         "echo: Check wo das Chemitek-Paket bleibt",
     ]
-    await second.engine.store.aclose()
 
 
 async def test_sessions_are_per_conversation(bot: TestBot) -> None:

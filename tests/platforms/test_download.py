@@ -10,6 +10,7 @@ from aiohttp import web
 
 from chatbridge.core.ports import FetchFailed, FileTooLarge
 from chatbridge.platforms._download import Downloader
+from tests.support.closing import Closing
 
 CHUNK = 16 * 1024
 CHUNKS = 400  # 6.4 MB if nobody stops reading
@@ -56,9 +57,11 @@ async def server() -> AsyncIterator[tuple[Server, str]]:
     await runner.cleanup()
 
 
-async def test_a_body_past_the_limit_stops_the_download(server: tuple[Server, str]) -> None:
+async def test_a_body_past_the_limit_stops_the_download(
+    server: tuple[Server, str], closing: Closing
+) -> None:
     state, base = server
-    downloader = Downloader("test")
+    downloader = closing(Downloader("test"))
     with pytest.raises(FileTooLarge):
         await downloader.get(f"{base}/chunked", limit=100_000)
     await downloader.aclose()
@@ -66,9 +69,11 @@ async def test_a_body_past_the_limit_stops_the_download(server: tuple[Server, st
     assert state.written < CHUNKS * CHUNK, "the server was cut off before the end"
 
 
-async def test_an_html_page_is_no_file_where_refused(server: tuple[Server, str]) -> None:
+async def test_an_html_page_is_no_file_where_refused(
+    server: tuple[Server, str], closing: Closing
+) -> None:
     _, base = server
-    downloader = Downloader("test")
+    downloader = closing(Downloader("test"))
     with pytest.raises(FetchFailed, match="HTML page"):
         await downloader.get(f"{base}/html", limit=10_000, refuse_html=True)
     assert await downloader.get(f"{base}/exact", limit=10_000) == bytearray(b"y" * 5000)
@@ -76,12 +81,10 @@ async def test_an_html_page_is_no_file_where_refused(server: tuple[Server, str])
         await downloader.get(f"{base}/exact", limit=4999)
     with pytest.raises(FetchFailed, match="HTTP 404"):
         await downloader.get(f"{base}/missing", limit=10)
-    await downloader.aclose()
 
 
-async def test_a_refused_connection_is_fetch_failed_without_the_url() -> None:
-    downloader = Downloader("test")
+async def test_a_refused_connection_is_fetch_failed_without_the_url(closing: Closing) -> None:
+    downloader = closing(Downloader("test"))
     with pytest.raises(FetchFailed) as caught:
         await downloader.get("http://127.0.0.1:9/secret-token/file", limit=10)
     assert "secret-token" not in str(caught.value)
-    await downloader.aclose()

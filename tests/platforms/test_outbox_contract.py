@@ -14,13 +14,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
-from aiohttp import web
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry, Outbox, Platform, SentMessage
-from tests.platforms.conftest import StandInEngine, telegram_config
 from tests.platforms.discord.conftest import discord_config
 from tests.platforms.slack.conftest import slack_config
+from tests.platforms.telegram.conftest import StandInEngine, telegram_config
 from tests.support import fake_slack_events as slack_ids
 from tests.support.fake_discord import CHANNEL_ID, USER_ID, FakeDiscord, point_discord_at
 from tests.support.fake_slack import FakeSlack
@@ -71,9 +70,7 @@ async def slack() -> AsyncIterator[Harness]:
     from chatbridge.platforms.slack import Address, SlackPlatform
 
     async with FakeSlack() as fake:
-        platform = SlackPlatform(
-            config=slack_config(fake), handler=StandInEngine(), server=web.Application()
-        )
+        platform = SlackPlatform(config=slack_config(fake), handler=StandInEngine())
         await platform.start()
         question = "1700000000.000100"
         message = IncomingMessage(
@@ -103,7 +100,6 @@ async def discord() -> AsyncIterator[Harness]:
         platform = DiscordPlatform(
             config=discord_config(fake),
             handler=StandInEngine(),
-            server=web.Application(),
             guild_ready_timeout=0.05,
         )
         await platform.start()

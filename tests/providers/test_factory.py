@@ -16,6 +16,7 @@ from chatbridge.providers.factory import build_chain, build_provider
 from chatbridge.providers.fallback import FallbackProvider
 from chatbridge.providers.openai import OpenAIProvider
 from tests.providers.conftest import PROMPT, TEXT, Backend, collect
+from tests.support.closing import Closing
 
 
 def entry(kind: str, **overrides: object) -> SimpleNamespace:
@@ -64,17 +65,16 @@ def test_a_single_entry_chain_is_the_provider_itself() -> None:
     assert isinstance(build_chain(section), DebugProvider)
 
 
-async def test_chain_is_default_then_fallbacks_without_duplicates() -> None:
+async def test_chain_is_default_then_fallbacks_without_duplicates(closing: Closing) -> None:
     section = SimpleNamespace(
         default="a",
         fallback=["b", "a", "c"],
         entries={"a": entry("openai"), "b": entry("anthropic"), "c": entry("debug")},
     )
-    provider = build_chain(section)
+    provider = closing(build_chain(section))
     assert isinstance(provider, FallbackProvider)
     assert [p.name for p in provider.providers] == ["a", "b", "c"]
     assert (provider.name, provider.model) == ("a", "openai-model")
-    await provider.aclose()
 
 
 def test_chain_naming_a_missing_entry_is_refused() -> None:

@@ -17,6 +17,7 @@ from chatbridge.providers.base import (
 )
 from chatbridge.providers.openai import OpenAIProvider
 from chatbridge.providers.transcription import OpenAITranscriber, upload_name
+from tests.support.closing import Closing
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.media import OGG, PDF, png
@@ -55,13 +56,13 @@ def test_what_each_entry_takes() -> None:
 
 
 async def test_openai_itself_gets_data_url_images_and_file_inputs(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, closing: Closing
 ) -> None:
     async with FakeOpenAI() as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)  # stands in for api.openai.com
         provider = _openai(None)
+        closing(provider)
         await _drain(provider, PROMPT)
-        await provider.aclose()
     first, _, last = fake.requests[-1].body["messages"][1:]
     assert first["content"] == [
         {"type": "text", "text": "[Bild] Was steht da?"},
@@ -73,13 +74,13 @@ async def test_openai_itself_gets_data_url_images_and_file_inputs(
     }
 
 
-async def test_a_request_with_an_image_is_retried_whole_by_the_sdk() -> None:
+async def test_a_request_with_an_image_is_retried_whole_by_the_sdk(closing: Closing) -> None:
     async with FakeOpenAI() as fake:
         fake.script(Fault.server_error(500), Reply(text="Ein Etikett."))
         provider = OpenAIProvider("main", model="gpt", api_key="sk-test", base_url=fake.base_url,
                                   timeout=5, max_retries=1, max_tokens=50)  # fmt: skip
+        closing(provider)
         texts = [e.text async for e in provider.stream(PROMPT) if isinstance(e, TextDelta)]
-        await provider.aclose()
     assert "".join(texts) == "Ein Etikett."
     assert len(fake.requests) == 2
     for request in fake.requests:
@@ -88,33 +89,33 @@ async def test_a_request_with_an_image_is_retried_whole_by_the_sdk() -> None:
         assert int(request.headers["content-length"]) > len(IMAGE_B64)
 
 
-async def test_a_compatible_server_refusing_images_is_media_rejected() -> None:
+async def test_a_compatible_server_refusing_images_is_media_rejected(closing: Closing) -> None:
     async with FakeOpenAI() as fake:
         fake.reject_images = True
         provider = _openai(fake.base_url)
+        closing(provider)
         with pytest.raises(MediaRejected):
             await _drain(provider, PROMPT)
         # Without images the same server answers; the PDF was never sent to it.
         await _drain(provider, Prompt(system="", messages=(Turn("user", "hi"),)))
-        await provider.aclose()
     sent = fake.requests[0].body["messages"]
     assert sent[-1]["content"] == "[PDF brief.pdf] Und hier?"
 
 
-async def test_vision_false_sends_no_image() -> None:
+async def test_vision_false_sends_no_image(closing: Closing) -> None:
     async with FakeOpenAI() as fake:
         provider = _openai(fake.base_url, vision=False)
+        closing(provider)
         await _drain(provider, PROMPT)
-        await provider.aclose()
     assert fake.requests[-1].body["messages"][1]["content"] == "[Bild] Was steht da?"
 
 
-async def test_anthropic_gets_base64_blocks_before_the_text() -> None:
+async def test_anthropic_gets_base64_blocks_before_the_text(closing: Closing) -> None:
     async with FakeAnthropic() as fake:
         provider = AnthropicProvider("claude", model="c", api_key="ak", base_url=fake.base_url,
                                      timeout=5, max_retries=0, max_tokens=50)  # fmt: skip
+        closing(provider)
         await _drain(provider, PROMPT)
-        await provider.aclose()
     first, _, last = fake.requests[-1].body["messages"]
     assert first["content"] == [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png",
@@ -127,25 +128,25 @@ async def test_anthropic_gets_base64_blocks_before_the_text() -> None:
                                    "cache_control": {"type": "ephemeral"}}  # fmt: skip
 
 
-async def test_transcription_with_the_official_sdk() -> None:
+async def test_transcription_with_the_official_sdk(closing: Closing) -> None:
     async with FakeOpenAI() as fake:
         fake.transcripts.append("Soll Mittwoch kommen")
         hearing = OpenAITranscriber("main", model="gpt-4o-mini-transcribe", api_key="sk-t",
                                     base_url=fake.base_url, timeout=5, max_retries=0)  # fmt: skip
+        closing(hearing)
         text = await hearing.transcribe(bytearray(OGG), name="voice.oga", mime="audio/ogg")
-        await hearing.aclose()
     assert text == "Soll Mittwoch kommen"
     [sent] = fake.transcriptions
     assert (sent.model, sent.filename, sent.data) == ("gpt-4o-mini-transcribe", "voice.ogg", OGG)
 
 
-async def test_a_rejected_transcription_key_names_the_entry_not_the_key() -> None:
+async def test_a_rejected_transcription_key_names_the_entry_not_the_key(closing: Closing) -> None:
     async with FakeOpenAI(api_key="sk-right") as fake:
         hearing = OpenAITranscriber("main", model="whisper-1", api_key="sk-wrong",
                                     base_url=fake.base_url, timeout=5, max_retries=0)  # fmt: skip
+        closing(hearing)
         with pytest.raises(ProviderMisconfigured) as caught:
             await hearing.transcribe(OGG, name="v.ogg", mime="audio/ogg")
-        await hearing.aclose()
     assert "providers.main" in str(caught.value)
     assert "sk-wrong" not in str(caught.value)
 

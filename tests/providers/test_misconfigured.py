@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +28,7 @@ from chatbridge.providers.base import (
 from chatbridge.providers.fallback import FallbackProvider
 from tests.providers.conftest import KEY, TEXT, Backend, collect
 from tests.support.sse import Fault, Reply, Step
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +100,8 @@ def _no_secret_and_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     assert all(record.exc_info is None for record in caplog.records)
 
 
-async def _bot(tmp_path: Path, provider: Provider, language: str) -> TestBot:
-    return await make_testbot(
-        tmp_path,
+async def _bot(testbot: TestBots, provider: Provider, language: str) -> TestBot:
+    return await testbot(
         provider=provider,  # type: ignore[arg-type]
         settings=EngineSettings(language=language),
     )
@@ -113,7 +111,6 @@ async def _nothing_remembered(bot: TestBot) -> None:
     store = bot.engine.store
     assert await store.ring(f"telegram:{ALICE}", since=0.0) == []
     assert await store.load_session(f"telegram:{ALICE}") is None
-    await store.aclose()
 
 
 # --- the provider's error ---------------------------------------------------
@@ -183,13 +180,13 @@ async def test_user_hears_config_problem_and_admin_log_names_the_fix(
     backend: Backend,
     case: Misconfiguration,
     language: str,
-    tmp_path: Path,
+    testbot: TestBots,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING)
     case = _armed(case, backend)
     case.arm(backend)
-    bot = await _bot(tmp_path, backend.provider(), language)
+    bot = await _bot(testbot, backend.provider(), language)
 
     reply = await bot.say("Wo bleibt mein Paket?")
 
@@ -219,12 +216,12 @@ async def test_transient_faults_still_say_try_again(
     fault: Fault,
     provider_timeout: float,
     language: str,
-    tmp_path: Path,
+    testbot: TestBots,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING)
     backend.fake.script(fault)
-    bot = await _bot(tmp_path, backend.provider(timeout=provider_timeout), language)
+    bot = await _bot(testbot, backend.provider(timeout=provider_timeout), language)
 
     reply = await bot.say("Wo bleibt mein Paket?")
 
@@ -242,7 +239,7 @@ async def test_transient_faults_still_say_try_again(
 async def test_a_401_default_falls_back_to_a_working_backup(
     openai_backend: Backend,
     anthropic_backend: Backend,
-    tmp_path: Path,
+    testbot: TestBots,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -252,7 +249,7 @@ async def test_a_401_default_falls_back_to_a_working_backup(
         [openai_backend.provider("main"), anthropic_backend.provider("backup")],
         logger=logging.getLogger("tests.fallback"),
     )
-    bot = await _bot(tmp_path, both, "de")
+    bot = await _bot(testbot, both, "de")
 
     assert await bot.say("Wo bleibt mein Paket?") == TEXT
 
@@ -265,7 +262,6 @@ async def test_a_401_default_falls_back_to_a_working_backup(
     _no_secret_and_no_traceback(caplog)
     ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
     assert len(ring) == 1  # an answered exchange is remembered as usual
-    await bot.engine.store.aclose()
 
 
 @pytest.mark.parametrize("language", ["de", "en"])
@@ -273,14 +269,14 @@ async def test_every_provider_misconfigured_is_a_config_problem(
     openai_backend: Backend,
     anthropic_backend: Backend,
     language: str,
-    tmp_path: Path,
+    testbot: TestBots,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING)
     openai_backend.fake.api_key = "the-right-key"
     anthropic_backend.fake.script(_unknown_model("anthropic"))
     both = FallbackProvider([openai_backend.provider("main"), anthropic_backend.provider("backup")])
-    bot = await _bot(tmp_path, both, language)
+    bot = await _bot(testbot, both, language)
 
     assert await bot.say("Hallo") == MISCONFIGURED[language].replace("(main)", "(main, backup)")
 
@@ -293,12 +289,12 @@ async def test_every_provider_misconfigured_is_a_config_problem(
 
 
 async def test_a_config_problem_and_an_outage_say_try_again(
-    openai_backend: Backend, anthropic_backend: Backend, tmp_path: Path
+    openai_backend: Backend, anthropic_backend: Backend, testbot: TestBots
 ) -> None:
     openai_backend.fake.script(Fault.server_error(503))
     anthropic_backend.fake.api_key = "the-right-key"
     both = FallbackProvider([openai_backend.provider("main"), anthropic_backend.provider("backup")])
-    bot = await _bot(tmp_path, both, "en")
+    bot = await _bot(testbot, both, "en")
     assert await bot.say("Hello") == TRY_AGAIN["en"].replace("(main)", "(main, backup)")
     await _nothing_remembered(bot)
 

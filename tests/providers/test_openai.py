@@ -9,6 +9,7 @@ from chatbridge.providers._wire import retry_after_seconds, status_detail
 from chatbridge.providers.base import Prompt
 from chatbridge.providers.openai import OpenAIProvider, is_openai_itself
 from tests.providers.conftest import KEY, PROMPT, TEXT, Backend, collect
+from tests.support.closing import Closing
 from tests.support.fake_openai import FakeOpenAI
 
 
@@ -61,7 +62,7 @@ async def test_one_client_serves_many_requests(openai_backend: Backend) -> None:
 
 
 async def test_official_api_gets_max_completion_tokens(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, closing: Closing
 ) -> None:
     async with FakeOpenAI() as fake:
         # base_url=None means "OpenAI itself"; the SDK then reads OPENAI_BASE_URL,
@@ -71,9 +72,9 @@ async def test_official_api_gets_max_completion_tokens(
             "main", model="gpt", api_key=KEY, base_url=None, timeout=5, max_retries=0,
             max_tokens=9,
         )  # fmt: skip
+        closing(provider)
         async for _ in provider.stream(PROMPT):
             pass
-        await provider.aclose()
     body = fake.requests[-1].body
     assert body["max_completion_tokens"] == 9
     assert "max_tokens" not in body

@@ -59,7 +59,7 @@ CATEGORIES: tuple[Category, ...] = (
              "secrets found", match="secret"),
     Category("tests/core/test_privacy.py", "checks passed", "leak checks", "leaks found"),
     # Issue 17: full store, damaged rows, Discord catch-up.
-    Category("tests/platforms/test_full_store_intake.py", "faults injected",
+    Category("tests/platforms/telegram/test_full_store_intake.py", "faults injected",
              "store full (SQLITE_FULL: notice, no ack, readyz)", "unhandled exceptions"),
     Category("tests/platforms/discord/test_full_store.py", "faults injected",
              "store full (SQLITE_FULL: notice, no ack, readyz)", "unhandled exceptions"),
@@ -83,7 +83,7 @@ CATEGORIES: tuple[Category, ...] = (
     *(
         Category(file, "faults injected", "429 waited out: one INFO/WARNING line",
                  "unhandled exceptions")
-        for file in ("tests/platforms/test_telegram_log_levels.py",
+        for file in ("tests/platforms/telegram/test_telegram_log_levels.py",
                      "tests/platforms/slack/test_slack_log_levels.py",
                      "tests/platforms/discord/test_log_levels.py")
     ),

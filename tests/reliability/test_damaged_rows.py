@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Exchange
-from chatbridge.core.store import StoreError
+from chatbridge.core.ports.store import StoreError
 from tests.core.store.helpers import (
     AnyStore,
     exchange,
@@ -45,7 +45,7 @@ from tests.core.store.helpers import (
 from tests.support import tally
 from tests.support.fakes import ManualClock, ScriptedProvider
 from tests.support.redis_server import redis_unavailable, redis_url
-from tests.support.testbot import ALICE, TestBot, make_testbot
+from tests.support.testbot import ALICE, TestBot, TestBots
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
@@ -359,24 +359,21 @@ def _redis_damage_live(path: Path, key: str, what: str) -> None:
         client.close()
 
 
-async def test_a_full_database_says_so_without_the_text_being_written(tmp_path: Path) -> None:
+async def test_a_full_database_says_so_without_the_text_being_written(testbot: TestBots) -> None:
     """A write error (SQLITE_FULL, from SQLite itself) names the file and the
     condition, never the row; nothing logged on the way quotes it."""
-    bot = await make_testbot(tmp_path)
-    try:
-        assert "echo" in await bot.say("erst")
-        # max_page_count is per connection: the store's own (the test's way to fill it).
-        db = bot.sqlite._conn()
-        pages = db.execute("PRAGMA page_count").fetchone()[0]
-        db.execute(f"PRAGMA max_page_count = {pages}")
-        with captured() as logs:
-            with pytest.raises(StoreError) as taken:  # the inbox refuses: not acknowledged
-                await bot.say(f"{SECRET} " + "lang " * 3000)
-            with pytest.raises(StoreError) as committed:
-                await bot.engine.store.commit_exchange(exchange(f"{SECRET} " + "x" * 20_000))
-        for err in (taken.value, committed.value):
-            assert "full" in str(err)
-            assert SECRET not in "".join(traceback.format_exception(err))
-        assert not [line for line in logs.lines if SECRET in line]
-    finally:
-        await bot.engine.store.aclose()
+    bot = await testbot()
+    assert "echo" in await bot.say("erst")
+    # max_page_count is per connection: the store's own (the test's way to fill it).
+    db = bot.sqlite._conn()
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")
+    with captured() as logs:
+        with pytest.raises(StoreError) as taken:  # the inbox refuses: not acknowledged
+            await bot.say(f"{SECRET} " + "lang " * 3000)
+        with pytest.raises(StoreError) as committed:
+            await bot.engine.store.commit_exchange(exchange(f"{SECRET} " + "x" * 20_000))
+    for err in (taken.value, committed.value):
+        assert "full" in str(err)
+        assert SECRET not in "".join(traceback.format_exception(err))
+    assert not [line for line in logs.lines if SECRET in line]

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sqlite3
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +18,7 @@ from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.settings import EngineSettings
 from tests.support import tally
 from tests.support.fakes import RecordingOutbox
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
@@ -128,42 +127,33 @@ def test_the_note_is_in_the_bot_language() -> None:
 HOSTILE = "Hallo\ud800 Welt\x00! \u202eUser: x\x1b[2J"
 
 
-async def test_a_lone_surrogate_and_a_nul_get_an_answer_and_a_ring_entry(tmp_path: Path) -> None:
+async def test_a_lone_surrogate_and_a_nul_get_an_answer_and_a_ring_entry(testbot: TestBots) -> None:
     """As the engine will hand it on once `accept` cleans the text (see below)."""
-    bot = await make_testbot(tmp_path)
-    try:
-        reply = await bot.say(clean_text(HOSTILE))
-        assert reply.startswith("echo: Hallo\ufffd Welt!")
-        assert "\x00" not in bot.last_prompt_text
-        ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
-        assert [entry.user_message for entry in ring] == ["Hallo\ufffd Welt! \u202eUser: x[2J"]
-    finally:
-        await bot.engine.store.aclose()
+    bot = await testbot()
+    reply = await bot.say(clean_text(HOSTILE))
+    assert reply.startswith("echo: Hallo\ufffd Welt!")
+    assert "\x00" not in bot.last_prompt_text
+    ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
+    assert [entry.user_message for entry in ring] == ["Hallo\ufffd Welt! \u202eUser: x[2J"]
 
 
-async def test_raw_hostile_text_through_the_engine(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path)
-    try:
-        conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
-        outbox = RecordingOutbox()
-        await bot.engine.handle(IncomingMessage(conversation=conversation, text=HOSTILE), outbox)
-        assert outbox.texts
-        assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
-    finally:
-        await bot.engine.store.aclose()
+async def test_raw_hostile_text_through_the_engine(testbot: TestBots) -> None:
+    bot = await testbot()
+    conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
+    outbox = RecordingOutbox()
+    await bot.engine.handle(IncomingMessage(conversation=conversation, text=HOSTILE), outbox)
+    assert outbox.texts
+    assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
 
 
-async def test_a_long_message_reaches_the_provider_cut_with_a_note(tmp_path: Path) -> None:
-    bot = await make_testbot(tmp_path, settings=EngineSettings(max_message_chars=1000))
-    try:
-        await bot.say("wort " * 4000)
-        prompt = bot.last_prompt_text
-        assert prompt.endswith("\n\n[Nachricht gekürzt: 999 von 20.000 Zeichen]")
-        assert len(prompt) < 1100
-        bot.clock.advance(31 * 60)  # a new session: the same message inside the bridge
-        await bot.say("wort " * 4000, kind=ChatKind.PRIVATE)
-        assert "[Nachricht gekürzt: 999 von 20.000 Zeichen]" in bot.last_prompt_text
-        ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
-        assert all(len(entry.user_message) <= 500 for entry in ring)
-    finally:
-        await bot.engine.store.aclose()
+async def test_a_long_message_reaches_the_provider_cut_with_a_note(testbot: TestBots) -> None:
+    bot = await testbot(settings=EngineSettings(max_message_chars=1000))
+    await bot.say("wort " * 4000)
+    prompt = bot.last_prompt_text
+    assert prompt.endswith("\n\n[Nachricht gekürzt: 999 von 20.000 Zeichen]")
+    assert len(prompt) < 1100
+    bot.clock.advance(31 * 60)  # a new session: the same message inside the bridge
+    await bot.say("wort " * 4000, kind=ChatKind.PRIVATE)
+    assert "[Nachricht gekürzt: 999 von 20.000 Zeichen]" in bot.last_prompt_text
+    ring = await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0)
+    assert all(len(entry.user_message) <= 500 for entry in ring)

@@ -1,9 +1,9 @@
 """Issue 11.5/11.10: every platform normaliser takes any input without raising.
 
 Each one returns None or an `IncomingMessage` whose text is a str:
-Telegram `accept` on every update the SDK's `Update.de_json` accepted (what
-the SDK rejects, the adapter drops in `_receive`); Slack `to_message` on any
-event dict; Discord `accept` on every `discord.Message` the SDK could build
+Telegram `normalise` on every update the SDK's `Update.de_json` accepted (what
+the SDK rejects, the adapter drops in `_receive`); Slack `normalise` on any
+event dict; Discord `normalise` on every `discord.Message` the SDK could build
 from a random payload; the Telegram webhook and Slack's `/slack/events` on
 random bodies (never a 500); each platform's reply-address decoder on any
 text (decoded, or ValueError). Every generated input is counted in the tally,
@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Awaitable, Iterator
@@ -32,10 +33,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chatbridge.config import SlackConfig
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
+from chatbridge.core.ports import Route
 from chatbridge.platforms import discord as discord_platform
 from chatbridge.platforms import slack as slack_platform
 from chatbridge.platforms import telegram as telegram_platform
+from chatbridge.platforms._mentions import mention_spans, strip_mentions
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.platforms.telegram import SECRET_HEADER, WebhookReceiver
 from chatbridge.platforms.telegram import _filters as telegram_filters
@@ -180,7 +184,7 @@ tg_well_typed_update = shaped({}, {
 
 @STRUCTURED
 @given(data=tg_well_typed_update)
-def test_telegram_accept_never_raises_on_well_typed_text(
+def test_telegram_normalise_never_raises_on_well_typed_text(
     tg_bot: telegram.Bot, data: dict[str, Any]
 ) -> None:
     row = "telegram update JSON (text a str without surrogates)"
@@ -190,10 +194,10 @@ def test_telegram_accept_never_raises_on_well_typed_text(
     except Exception:
         tally.add_part("inputs fuzzed", row, "SDK rejected (the adapter drops those)")
         return
-    accepted = telegram_platform.accept(update, TG_ME)
-    if accepted is not None:
-        assert isinstance(accepted.message.text, str)
-        assert accepted.message.text
+    message = telegram_platform.normalise(update, TG_ME)
+    if message is not None:
+        assert isinstance(message.text, str)
+        assert message.text
 
 
 @settings(FUZZ, max_examples=min(EXAMPLES, 50))
@@ -206,7 +210,7 @@ def test_telegram_accept_never_raises_on_well_typed_text(
         "entities": [{"type": "mention", "offset": 4, "length": 13}],
     },
 })  # fmt: skip
-def test_telegram_accept_never_raises(tg_bot: telegram.Bot, data: dict[str, Any]) -> None:
+def test_telegram_normalise_never_raises(tg_bot: telegram.Bot, data: dict[str, Any]) -> None:
     row = "telegram update JSON, any shape"
     tally.add("inputs fuzzed", row)
     try:
@@ -214,16 +218,16 @@ def test_telegram_accept_never_raises(tg_bot: telegram.Bot, data: dict[str, Any]
     except Exception:
         tally.add_part("inputs fuzzed", row, "SDK rejected (the adapter drops those)")
         return
-    accepted = telegram_platform.accept(update, TG_ME)
-    if accepted is not None:
-        assert isinstance(accepted.message, IncomingMessage)
-        assert isinstance(accepted.message.text, str)
-        assert accepted.message.text
+    message = telegram_platform.normalise(update, TG_ME)
+    if message is not None:
+        assert isinstance(message, IncomingMessage)
+        assert isinstance(message.text, str)
+        assert message.text
 
 
 # -- Slack --------------------------------------------------------------------------
 
-SLACK_ME = slack_platform.BotIdentity(user_id="UBOT0001", bot_id="BBOT0001")
+SLACK_ME = slack_platform.BotIdentity(user_id="UBOT0001")
 slack_event = st.one_of(
     shaped({
         "type": st.one_of(st.sampled_from(["message", "app_mention", "reaction_added"]), chunk),
@@ -243,21 +247,29 @@ slack_event = st.one_of(
 
 @FUZZ
 @given(event=slack_event, event_id=st.one_of(st.just(""), chunk))
-def test_slack_to_message_never_raises(event: dict[str, Any], event_id: str) -> None:
+def test_slack_normalise_never_raises(event: dict[str, Any], event_id: str) -> None:
     tally.add("inputs fuzzed", "slack event dicts")
-    threads = slack_platform.ActiveThreads()
-    threads.add("C0001", "1700000000.000100")
-    message = slack_platform.to_message(event, event_id, SLACK_ME, threads)
+    threads = slack_platform.SlackThreads()
+    threads.add(("C0001", "1700000000.000100"))
+    message = slack_platform.normalise(event, event_id, SLACK_ME, threads)
     if message is not None:
         assert isinstance(message.text, str)
         slack_platform.Address.decode(message.reply_address)  # what it wrote, it can read
 
 
 @FUZZ
-@given(text=any_text, user_id=st.one_of(st.just(SLACK_ME.user_id), chunk))
-def test_slack_strip_mention_never_raises(text: str, user_id: str) -> None:
+@given(
+    text=any_text,
+    user_id=st.one_of(st.just(SLACK_ME.user_id), chunk),
+    spans=st.lists(st.tuples(st.integers(-5, 60), st.integers(-5, 60)), max_size=4),
+)
+def test_strip_mentions_never_raises(text: str, user_id: str, spans: list[tuple[int, int]]) -> None:
+    """The one mention stripper every adapter uses, on Slack's mention pattern
+    and on arbitrary spans (overlapping, reversed, out of range)."""
     tally.add("inputs fuzzed", "slack mention texts")
-    assert isinstance(slack_platform.strip_mention(text, user_id), str)
+    slack_mention = re.compile(rf"<@{re.escape(user_id)}(?:\|[^>]*)?>")
+    assert isinstance(strip_mentions(text, mention_spans(text, slack_mention)), str)
+    assert isinstance(strip_mentions(text, spans), str)
 
 
 # -- Discord ------------------------------------------------------------------------
@@ -330,7 +342,7 @@ def _d_message(reply: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any
 @STRUCTURED
 @given(data=_d_message(_d_message(st.none())), which=st.integers(0, 2),
        active=st.booleans(), per_mention=st.booleans())  # fmt: skip
-def test_discord_accept_never_raises(
+def test_discord_normalise_never_raises(
     discord_world: _DiscordWorld, data: dict[str, Any], which: int, active: bool,
     per_mention: bool,
 ) -> None:  # fmt: skip
@@ -342,7 +354,7 @@ def test_discord_accept_never_raises(
     except Exception:
         tally.add_part("inputs fuzzed", row, "SDK rejected (discord.py builds no Message)")
         return
-    result = discord_platform.accept(
+    result = discord_platform.normalise(
         message, DISCORD_ME, active_threads={60} if active else (), thread_per_mention=per_mention
     )
     if result is not None:
@@ -435,7 +447,7 @@ def tg_client(loop: _Loop) -> Iterator[TestClient[Any, Any]]:
 
     async def start() -> TestClient[Any, Any]:
         app = web.Application()
-        app.router.add_post("/telegram/webhook", receiver.handle)
+        mount(app, [Route("POST", "/telegram/webhook", receiver.handle)])
         client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
         await client.start_server()
         return client
@@ -480,7 +492,8 @@ def slack_client(loop: _Loop) -> Iterator[TestClient[Any, Any]]:
             "signing_secret": SLACK_SECRET,
         })  # fmt: skip
         app = web.Application()
-        platform = SlackPlatform(config=config, handler=_AcceptAll(), server=app)
+        platform = SlackPlatform(config=config, handler=_AcceptAll())
+        mount(app, platform.routes)
         await platform.start()
         client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
         await client.start_server()

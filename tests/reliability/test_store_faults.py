@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.core.store import JsonStore, SqliteStore, StoreCorrupt, StoreError, _sqlite_wal
-from chatbridge.core.store._sqlite_check import wal_problem
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
+from chatbridge.stores.json import JsonStore
+from chatbridge.stores.sqlite import SqliteStore
+from chatbridge.stores.sqlite import _wal as _sqlite_wal
+from chatbridge.stores.sqlite._check import wal_problem
 from tests.core.store.helpers import exchange, opened, snapshot, store_path
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
@@ -209,7 +212,7 @@ async def test_wal_of_a_sibling_store_with_the_same_layout_is_refused(tmp_path: 
     assert snapshot(tmp_path) == before
 
 
-# --- an older -wal of the store's own (see core/store/_sqlite_wal.py) --------
+# --- an older -wal of the store's own (see stores/sqlite/_wal.py) --------
 
 
 async def _commits(path: Path, tag: str, n: int) -> None:

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chatbridge.config import SlackConfig, TelegramConfig
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import Platform
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
@@ -93,9 +94,11 @@ class _Servers:
             "webhook_secret": TG_SECRET,
         })  # fmt: skip
         platforms: list[Platform] = [
-            SlackPlatform(config=slack_config, handler=_AcceptAll(), server=app),
-            TelegramPlatform(config=tg_config, handler=_AcceptAll(), server=app),
+            SlackPlatform(config=slack_config, handler=_AcceptAll()),
+            TelegramPlatform(config=tg_config, handler=_AcceptAll()),
         ]
+        for platform in platforms:
+            mount(app, platform.routes)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

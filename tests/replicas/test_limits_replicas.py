@@ -22,12 +22,13 @@ from tests.replicas.test_run_replicas import Replica, wait_ready
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
 from tests.support.redis_server import flush_allowed, redis_unavailable, redis_url
+from tests.support.run_config import write_run_config
 from tests.support.sse import Reply
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
 DB = 9
 SECRET = "s3cret-Limits"
 GROUPS = [-1002000 - i for i in range(8)]
@@ -48,34 +49,20 @@ def redis_db() -> Iterator[None]:
         client.flushdb()
 
 
-def _config(openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> str:
-    groups = ", ".join(f"telegram:{g}" for g in GROUPS)
-    return f"""
-memory:
-  backend: redis
-  url: {redis_url(DB)}
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-test
-    base_url: {openai.base_url}
-    max_tokens: 500
-    prices: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    mode: webhook
-    webhook_url: http://127.0.0.1:{port}/telegram/webhook
-    webhook_secret: {SECRET}
-access:
-  allow: [telegram:{ALICE}, {groups}]
-server:
-  port: {port}
-limits:
-  default: {{tokens_per_day: {LIMIT}}}
-"""
+def _config(home: Path, openai: FakeOpenAI, telegram: FakeTelegram, port: int) -> None:
+    write_run_config(
+        home,
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        webhook_secret=SECRET,
+        allow=(ALICE, *GROUPS),
+        memory={"backend": "redis", "url": redis_url(DB)},
+        providers={
+            "main": {"max_tokens": 500, "prices": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}}
+        },
+        limits={"default": {"tokens_per_day": LIMIT}},
+    )
 
 
 def _answered(
@@ -97,7 +84,7 @@ async def test_two_replicas_never_pass_one_limit_together(tmp_path: Path, redis_
         for n in range(2):
             port, home = free_port(), tmp_path / f"replica{n}"
             home.mkdir()
-            (home / "chatbridge.yaml").write_text(_config(openai, telegram, port))
+            _config(home, openai, telegram, port)
             process = await asyncio.create_subprocess_exec(
                 *CHATBRIDGE, "run", cwd=home, env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,

@@ -18,6 +18,7 @@ from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,27 +27,22 @@ STRANGER = USER_ID + 500
 
 
 def _config(discord: FakeDiscord, openai: FakeOpenAI, port: int) -> str:
-    return f"""
-engine:
-  session_ttl: 1s
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-platforms:
-  discord:
-    enabled: true
-    token: ${{DISCORD_BOT_TOKEN}}
-    api_base: {discord.api_base}
-    gateway_url: {discord.gateway_url}
-    edit_interval: 0.2s
-access:
-  allow: [discord:{USER_ID}]
-server:
-  port: {port}
-"""
+    return run_config_text(
+        port=port,
+        openai=openai.base_url,
+        allow=(f"discord:{USER_ID}",),
+        engine={"session_ttl": "1s"},
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={
+            "discord": {
+                "enabled": True,
+                "token": "${DISCORD_BOT_TOKEN}",
+                "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url,
+                "edit_interval": "0.2s",
+            }
+        },
+    )
 
 
 @contextlib.asynccontextmanager

@@ -23,35 +23,31 @@ from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
 
 SECRET = "chemitek-signing-secret"
 
 
 def slack_yaml(slack: FakeSlack, openai: FakeOpenAI, port: int, mode: str, db: str = "") -> str:
-    token = "app_token: ${SLACK_APP_TOKEN}" if mode == "socket" else f"signing_secret: {SECRET}"
-    memory = f"memory:\n  path: {db}\n" if db else ""
-    return f"""
-engine:
-  session_ttl: 1s
-{memory}providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-platforms:
-  slack:
-    enabled: true
-    bot_token: ${{SLACK_BOT_TOKEN}}
-    {token}
-    base_url: {slack.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [slack:{ev.USER_ID}]
-server:
-  port: {port}
-"""
+    token = {"app_token": "${SLACK_APP_TOKEN}"} if mode == "socket" else {"signing_secret": SECRET}
+    return run_config_text(
+        port=port,
+        openai=openai.base_url,
+        allow=(f"slack:{ev.USER_ID}",),
+        engine={"session_ttl": "1s"},
+        **({"memory": {"path": db}} if db else {}),
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={
+            "slack": {
+                "enabled": True,
+                "bot_token": "${SLACK_BOT_TOKEN}",
+                **token,
+                "base_url": slack.base_url,
+                "edit_interval": "0.2s",
+            }
+        },
+    )
 
 
 async def wait_ready(port: int, within: float = 30.0) -> None:

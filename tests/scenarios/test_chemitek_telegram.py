@@ -17,38 +17,29 @@ from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 from tests.support.sse import Reply
 
-ALICE = 579304651
 STRANGER = 111
 
 
-def _config(telegram: FakeTelegram, openai: FakeOpenAI, port: int) -> str:
-    return f"""
-engine:
-  session_ttl: 1s
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {port}
-"""
+def _config(home: Path, telegram: FakeTelegram, openai: FakeOpenAI, port: int) -> None:
+    write_run_config(
+        home,
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        engine={"session_ttl": "1s"},
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={"telegram": {"edit_interval": "0.2s"}},
+    )
 
 
 async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI(chunk_chars=12) as openai:
         openai.script(Reply(text=chemitek_model), Reply(text=chemitek_model))
-        (tmp_path / "chatbridge.yaml").write_text(_config(telegram, openai, free_port()))
+        _config(tmp_path, telegram, openai, free_port())
         env = clean_env({"TELEGRAM_BOT_TOKEN": telegram.token, "OPENAI_API_KEY": "sk-e2e-9876"})
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path, env=env,

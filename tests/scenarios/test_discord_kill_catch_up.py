@@ -35,6 +35,7 @@ import pytest
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_discord import CHANNEL_ID, THREAD_ID, USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.run_config import run_config_text
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
@@ -56,22 +57,22 @@ def _reply(body: Body) -> str:
 
 
 def _config(fake: FakeDiscord, openai: FakeOpenAI, db: Path, port: int) -> str:
-    return f"""
-providers:
-  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai.base_url}"}}
-platforms:
-  discord:
-    enabled: true
-    token: {fake.token}
-    api_base: {fake.api_base}
-    gateway_url: {fake.gateway_url}
-    edit_interval: 0.1s
-memory: {{backend: sqlite, path: "{db}", max_entries: 10000, max_age: 1d}}
-access:
-  allow: [discord:{USER_ID}, discord:{OTHER}]
-engine: {{shutdown_grace: 5s}}
-server: {{port: {port}}}
-"""
+    return run_config_text(
+        port=port,
+        openai=openai.base_url,
+        allow=(f"discord:{USER_ID}", f"discord:{OTHER}"),
+        platforms={
+            "discord": {
+                "enabled": True,
+                "token": fake.token,
+                "api_base": fake.api_base,
+                "gateway_url": fake.gateway_url,
+                "edit_interval": "0.1s",
+            }
+        },
+        memory={"backend": "sqlite", "path": str(db), "max_entries": 10000, "max_age": "1d"},
+        engine={"shutdown_grace": "5s"},
+    )
 
 
 async def _start(tmp_path: Path, fake: FakeDiscord) -> asyncio.subprocess.Process:

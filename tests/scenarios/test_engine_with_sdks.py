@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
 from chatbridge.providers.anthropic import AnthropicProvider
 from chatbridge.providers.base import Provider
 from chatbridge.providers.openai import OpenAIProvider
+from tests.support.closing import Closing
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import FakeSSEServer, Reply
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 
 def _provider(kind: str, fake: FakeSSEServer) -> Provider:
@@ -33,11 +33,13 @@ FAKES = {"openai": FakeOpenAI, "anthropic": FakeAnthropic}
 
 
 @pytest.mark.parametrize("kind", sorted(FAKES))
-async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) -> None:
+async def test_new_stops_the_http_stream_in_flight(
+    kind: str, testbot: TestBots, closing: Closing
+) -> None:
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="word " * 200, chunk_chars=5, chunk_delay=0.02))
-        provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)
+        provider = closing(_provider(kind, fake))
+        bot = await testbot(provider=provider)
         pending = asyncio.create_task(bot.say("Erzähl mir was Langes"))
         assert await fake.wait_streams(1), "the answer's stream never opened"
         await bot.say("/new")
@@ -45,19 +47,17 @@ async def test_new_stops_the_http_stream_in_flight(kind: str, tmp_path: Path) ->
         assert await fake.wait_idle(), "the HTTP stream was left open"
         assert fake.streams.closed_by_client == 1
         assert await bot.engine.store.ring(f"telegram:{ALICE}", since=0.0) == []
-        await provider.aclose()
-        await bot.engine.store.aclose()
 
 
 @pytest.mark.parametrize("kind", sorted(FAKES))
-async def test_usage_from_the_sdk_is_counted_and_shown_in_status(kind: str, tmp_path: Path) -> None:
+async def test_usage_from_the_sdk_is_counted_and_shown_in_status(
+    kind: str, testbot: TestBots, closing: Closing
+) -> None:
     async with FAKES[kind]() as fake:
         fake.script(Reply(text="Hallo!", usage=(120, 7)))
-        provider = _provider(kind, fake)
-        bot = await make_testbot(tmp_path, provider=provider)
+        provider = closing(_provider(kind, fake))
+        bot = await testbot(provider=provider)
         assert await bot.say("Hi") == "Hallo!"
         status = await bot.say("/status")
         assert "Tokens heute: 120 rein, 7 raus" in status
         assert "test-model (main)" in status
-        await provider.aclose()
-        await bot.engine.store.aclose()

@@ -4,7 +4,7 @@ Two ways to fill a disk without faking SQLite: a file-size limit on the
 child process (`RLIMIT_FSIZE`, needs no privileges: every write past it
 fails, as on a full disk) for the first start, and a small tmpfs for the
 running bot (mounting needs root; those tests are skipped elsewhere, the
-SQLITE_FULL path itself is covered in tests/platforms/test_full_store_intake.py).
+SQLITE_FULL path itself is covered in tests/platforms/telegram/test_full_store_intake.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import pytest
 from chatbridge.core.texts import say
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 
 pytestmark = pytest.mark.slow
-
-USER = 579304651
 
 
 def _small_files(limit: int) -> None:
@@ -120,14 +120,14 @@ async def test_a_full_disk_while_serving_tells_the_user_and_readyz_until_space_i
 ) -> None:
     port = free_port()
     async with FakeTelegram() as telegram:
-        (tmp_path / "chatbridge.yaml").write_text(f"""
-platforms:
-  telegram: {{enabled: true, base_url: "{telegram.base_url}", edit_interval: 0.1s}}
-memory: {{path: "{small_disk / "bot.db"}"}}
-providers: {{main: {{type: debug}}}}
-access: {{allow: [telegram:{USER}]}}
-server: {{port: {port}}}
-""")
+        write_run_config(
+            tmp_path,
+            port=port,
+            telegram=telegram.base_url,
+            debug=True,
+            platforms={"telegram": {"edit_interval": "0.1s"}},
+            memory={"path": str(small_disk / "bot.db")},
+        )
         process = await asyncio.create_subprocess_exec(
             *CHATBRIDGE, "run", cwd=tmp_path,
             env=clean_env({"TELEGRAM_BOT_TOKEN": telegram.token}),
@@ -137,13 +137,13 @@ server: {{port: {port}}}
             await _until(lambda: _ok(port))
             filler = _fill(small_disk)
             await _until(lambda: _says(port, "store refuses writes"))
-            telegram.push_text(USER, USER, "Wo bleibt das Paket?")
+            telegram.push_text(ALICE, ALICE, "Wo bleibt das Paket?")
             notice = say("de", "inbox_full")
-            await telegram.wait_for(lambda: telegram.bot_texts(USER) == [notice], within=30)
+            await telegram.wait_for(lambda: telegram.bot_texts(ALICE) == [notice], within=30)
             filler.unlink()  # space is back
             await _until(lambda: _ok(port))
-            await telegram.wait_for(lambda: len(telegram.bot_texts(USER)) == 2, within=30)
-            texts = telegram.bot_texts(USER)
+            await telegram.wait_for(lambda: len(telegram.bot_texts(ALICE)) == 2, within=30)
+            texts = telegram.bot_texts(ALICE)
             assert texts[0] == notice
             assert "Wo bleibt das Paket?" in texts[1]  # the debug provider's answer
         finally:

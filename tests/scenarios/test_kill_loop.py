@@ -36,11 +36,13 @@ from tests.support import inbox_file, tally
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE, BOB, CAROL
+from tests.support.run_config import telegram_webhook_url, write_run_config
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
-USERS = (579304651, 579304652, 579304653)
+USERS = (ALICE, BOB, CAROL)
 MODES = ("polling", "webhook")
 # CI default per mode (the webhook loop is the costlier one to run beside the
 # polling loop); CHATBRIDGE_KILLS sets both.
@@ -74,15 +76,7 @@ class _Replica:
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.port = free_port()
-        self.webhook_url = f"http://127.0.0.1:{self.port}/telegram/webhook"
-
-    def telegram_yaml(self) -> str:
-        if self.mode == "polling":
-            return ""
-        return (
-            f"    mode: webhook\n    webhook_url: {self.webhook_url}\n"
-            f"    webhook_secret: {SECRET}\n"
-        )
+        self.webhook_url = telegram_webhook_url(self.port)
 
 
 class _TelegramPush:
@@ -188,34 +182,25 @@ class _Delivery:
 
 
 def _config(
-    telegram: FakeTelegram, openai: FakeOpenAI, db: Path, grace: str, replica: _Replica
-) -> str:
-    allow = ", ".join(f"telegram:{u}" for u in USERS)
-    return f"""
-engine:
-  shutdown_grace: {grace}
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-test
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    edit_interval: 0.1s
-    drafts: false  # edits: a kill can meet an answer half shown (drafts: test_kill_mid_preview)
-{replica.telegram_yaml()}memory:
-  backend: sqlite
-  path: {db}
-  max_entries: 10000
-  max_age: 1d
-access:
-  allow: [{allow}]
-server:
-  port: {replica.port}
-"""
+    home: Path,
+    telegram: FakeTelegram,
+    openai: FakeOpenAI,
+    db: Path,
+    grace: str,
+    replica: _Replica,
+) -> None:
+    write_run_config(
+        home,
+        port=replica.port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        webhook_secret=None if replica.mode == "polling" else SECRET,
+        allow=USERS,
+        engine={"shutdown_grace": grace},
+        # drafts off, edits: a kill can meet an answer half shown (drafts: test_kill_mid_preview)
+        platforms={"telegram": {"edit_interval": "0.1s", "drafts": False}},
+        memory={"backend": "sqlite", "path": str(db), "max_entries": 10000, "max_age": "1d"},
+    )
 
 
 async def _start(tmp_path: Path, telegram: FakeTelegram) -> asyncio.subprocess.Process:
@@ -353,8 +338,7 @@ async def test_sigkill_loop_loses_and_duplicates_nothing(tmp_path: Path, mode: s
         # Every request (first tries and retries after a kill) gets the same
         # deterministic, slowly streamed answer, so kills land mid-stream.
         openai.script(*[Reply(text=_reply, chunk_chars=8, chunk_delay=0.06)] * (kills * 50 + 200))
-        config = _config(telegram, openai, db, "5s", replica)
-        (tmp_path / "chatbridge.yaml").write_text(config)
+        _config(tmp_path, telegram, openai, db, "5s", replica)
         n = 0
         for k in range(kills):
             process = await _start(tmp_path, telegram)
@@ -467,8 +451,7 @@ async def test_sigterm_with_queued_messages_then_restart_answers_each_once(
         _Delivery(telegram, replica) as users,
     ):
         openai.script(*[Reply(text=_reply, chunk_chars=6, chunk_delay=0.15)] * 40)
-        config = _config(telegram, openai, tmp_path / "chatbridge.db", "1s", replica)
-        (tmp_path / "chatbridge.yaml").write_text(config)
+        _config(tmp_path, telegram, openai, tmp_path / "chatbridge.db", "1s", replica)
         process = await _start(tmp_path, telegram)
         await _until_up(telegram, process, mode)
         for text in texts:

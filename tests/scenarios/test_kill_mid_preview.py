@@ -21,10 +21,11 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
 
 ANSWER = " ".join(f"Schritt{i}" for i in range(25)) + "."  # under summary_chars
-ALICE = 579304651
 
 
 def _slow() -> Reply:
@@ -33,23 +34,13 @@ def _slow() -> Reply:
 
 
 def _telegram_yaml(telegram: FakeTelegram, openai: FakeOpenAI, port: int) -> str:
-    return f"""
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    edit_interval: 0.1s
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {port}
-"""
+    return run_config_text(
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={"telegram": {"edit_interval": "0.1s"}},
+    )
 
 
 async def _run(cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:

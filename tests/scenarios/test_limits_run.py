@@ -20,10 +20,10 @@ import pytest
 from tests.support.cli import free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE, BOB
 from tests.support.running import chatbridge_run
 from tests.support.sse import Reply
 
-ALICE, BOB = 579304651, 42424242
 GROUPS = [-1001000 - i for i in range(5)]
 
 

@@ -22,43 +22,41 @@ from tests.support.fake_discord import FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 from tests.support.running import chatbridge_run
 from tests.support.sse import Reply
 
-ALICE = 579304651
 _CODE = re.compile(r"/link ([A-Z0-9]{6,12})\b")
 
 
-def _config(tg: FakeTelegram, dc: FakeDiscord, sl: FakeSlack, ai: FakeOpenAI, port: int) -> str:
-    return f"""
-engine:
-  session_ttl: 1s
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {ai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {tg.base_url}
-    edit_interval: 0.2s
-  discord:
-    enabled: true
-    api_base: {dc.api_base}
-    gateway_url: {dc.gateway_url}
-    edit_interval: 0.2s
-  slack:
-    enabled: true
-    app_token: ${{SLACK_APP_TOKEN}}
-    base_url: {sl.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [telegram:{ALICE}, discord:{DISCORD_USER}, slack:{ev.USER_ID}]
-server:
-  port: {port}
-"""
+def _config(
+    home: Path, tg: FakeTelegram, dc: FakeDiscord, sl: FakeSlack, ai: FakeOpenAI, port: int
+) -> None:
+    write_run_config(
+        home,
+        port=port,
+        telegram=tg.base_url,
+        openai=ai.base_url,
+        allow=(ALICE, f"discord:{DISCORD_USER}", f"slack:{ev.USER_ID}"),
+        engine={"session_ttl": "1s"},
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={
+            "telegram": {"edit_interval": "0.2s"},
+            "discord": {
+                "enabled": True,
+                "api_base": dc.api_base,
+                "gateway_url": dc.gateway_url,
+                "edit_interval": "0.2s",
+            },
+            "slack": {
+                "enabled": True,
+                "app_token": "${SLACK_APP_TOKEN}",
+                "base_url": sl.base_url,
+                "edit_interval": "0.2s",
+            },
+        },
+    )
 
 
 def _code(text: str) -> str:
@@ -76,8 +74,7 @@ async def test_linking_across_three_platforms_bridges_the_seed_story(tmp_path: P
         FakeOpenAI(chunk_chars=12) as openai,
     ):
         openai.script(*[Reply(text=chemitek_model) for _ in range(6)])
-        config = _config(telegram, discord, slack, openai, port)
-        (tmp_path / "chatbridge.yaml").write_text(config)
+        _config(tmp_path, telegram, discord, slack, openai, port)
         env = {
             "TELEGRAM_BOT_TOKEN": telegram.token,
             "DISCORD_BOT_TOKEN": discord.token,

@@ -22,11 +22,10 @@ from tests.support.cli import free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.media import OGG, b64, openai_images, png, running
+from tests.support.people import ALICE
 from tests.support.sse import Reply
 
 pytestmark = pytest.mark.timeout(120)
-
-ALICE = 579304651
 
 
 def _config(telegram: FakeTelegram, openai: FakeOpenAI) -> str:

@@ -5,7 +5,6 @@ in /status and /metrics."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 from chatbridge.core.models import ChatKind
 from chatbridge.providers.anthropic import AnthropicProvider
@@ -13,7 +12,7 @@ from chatbridge.providers.openai import OpenAIProvider
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.sse import Reply
-from tests.support.testbot import ALICE, make_testbot
+from tests.support.testbot import ALICE, TestBots
 
 QUESTIONS = [
     "Wo bleibt mein Chemitek-Paket 1Z999AA10123456784?",
@@ -39,12 +38,12 @@ def _openai(fake: FakeOpenAI) -> OpenAIProvider:
 
 
 async def test_each_openai_request_repeats_the_previous_one_byte_for_byte(
-    tmp_path: Path,
+    testbot: TestBots,
 ) -> None:
     async with FakeOpenAI() as fake:
         fake.script(*[Reply(text=_answer) for _ in range(len(QUESTIONS) + 1)])
         provider = _openai(fake)
-        bot = await make_testbot(tmp_path, provider=provider)
+        bot = await testbot(provider=provider)
         try:
             for question in QUESTIONS:
                 await bot.say(question)
@@ -53,7 +52,6 @@ async def test_each_openai_request_repeats_the_previous_one_byte_for_byte(
             metrics = bot.engine.metrics.render().decode()
         finally:
             await provider.aclose()
-            await bot.engine.store.aclose()
 
     bodies = [r.body for r in fake.requests]
     alice, other = bodies[: len(QUESTIONS)], bodies[len(QUESTIONS)]
@@ -81,14 +79,14 @@ async def test_each_openai_request_repeats_the_previous_one_byte_for_byte(
 
 
 async def test_anthropic_caches_the_bridging_block_once_it_is_an_earlier_turn(
-    tmp_path: Path,
+    testbot: TestBots,
 ) -> None:
     async with FakeAnthropic() as fake:
         provider = AnthropicProvider(
             "main", model="claude-test", api_key="sk-test", base_url=fake.base_url,
             timeout=5.0, max_retries=0, max_tokens=256,
         )  # fmt: skip
-        bot = await make_testbot(tmp_path, provider=provider)
+        bot = await testbot(provider=provider)
         try:
             await bot.say("Merk dir: Sendung 1Z999AA10123456784")
             bot.clock.advance(3600)  # a gap: the next message opens a session with a bridge
@@ -98,7 +96,6 @@ async def test_anthropic_caches_the_bridging_block_once_it_is_an_earlier_turn(
             group_status = await bot.say("/status", chat="-100", kind=ChatKind.GROUP)
         finally:
             await provider.aclose()
-            await bot.engine.store.aclose()
 
     bridged, follow_up = fake.requests[1].body, fake.requests[2].body
     (block,) = bridged["messages"][0]["content"]

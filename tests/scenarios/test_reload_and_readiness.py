@@ -12,12 +12,12 @@ import pytest
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE, BOB
+from tests.support.run_config import run_config_text
 from tests.support.sse import Body, Reply
 
 pytestmark = pytest.mark.slow
 
-ALICE = 579304651
-BOB = 579304652
 # The denied reply as a user reads it (written out, not taken from core/texts.py).
 DENIED = (
     "Sorry, you are not allowed to use this bot. Ask the admin to add "
@@ -32,27 +32,19 @@ def _config(
     prompt: str,
     *,
     allow: tuple[int, ...] = (ALICE,),
-    identities: str = "{}",
+    identities: dict[str, list[str]] | None = None,
     edit_interval: str = "1s",
 ) -> str:
-    allowed = ", ".join(f"telegram:{u}" for u in allow)
-    return f"""
-bot:
-  system_prompt: "{prompt}"
-  language: en
-engine:
-  shutdown_grace: 5s
-providers:
-  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai.base_url}"}}
-platforms:
-  telegram: {{enabled: true, token: "{telegram.token}", base_url: "{telegram.base_url}",
-             edit_interval: {edit_interval}}}
-access:
-  allow: [{allowed}]
-identities: {identities}
-server:
-  port: {port}
-"""
+    return run_config_text(
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        allow=allow,
+        bot={"system_prompt": prompt, "language": "en"},
+        engine={"shutdown_grace": "5s"},
+        platforms={"telegram": {"token": telegram.token, "edit_interval": edit_interval}},
+        identities=identities or {},
+    )
 
 
 class _Run:
@@ -194,7 +186,7 @@ async def test_sighup_applies_providers_access_and_identities_live_and_names_res
             config.write_text(
                 _config(
                     telegram, second, port, "P", allow=(ALICE, BOB),
-                    identities=f"{{alice: [telegram:{ALICE}, telegram:{BOB}]}}",
+                    identities={"alice": [f"telegram:{ALICE}", f"telegram:{BOB}"]},
                     edit_interval="2s",
                 )
             )  # fmt: skip

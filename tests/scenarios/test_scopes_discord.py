@@ -16,6 +16,7 @@ from tests.scenarios.test_chemitek_discord import chatbridge_run
 from tests.support.cli import clean_env, free_port, run_cli
 from tests.support.fake_discord import CHANNEL_ID, GUILD_ID, THREAD_ID, USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.run_config import run_config_text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,44 +25,39 @@ QUIET = CHANNEL_ID + 78  # a third one, no scope of its own
 
 
 def _config(discord: FakeDiscord, main: FakeOpenAI, backup: FakeOpenAI, port: int) -> str:
-    return f"""
-bot:
-  system_prompt: "TOP PROMPT"
-providers:
-  default: main
-  fallback: [backup]
-  main:
-    type: openai
-    model: gpt-main
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {main.base_url}
-  backup:
-    type: openai
-    model: gpt-backup
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {backup.base_url}
-platforms:
-  discord:
-    enabled: true
-    token: ${{DISCORD_BOT_TOKEN}}
-    api_base: {discord.api_base}
-    gateway_url: {discord.gateway_url}
-    edit_interval: 0.2s
-access:
-  allow: [discord:{USER_ID}]
-server:
-  port: {port}
-scopes:
-  discord:guild:{GUILD_ID}:
-    system_prompt: "GUILD PROMPT"
-  discord:{CHANNEL_ID}:
-    model: gpt-channel
-  "discord:{SUPPORT}":
-    provider: backup
-    require_mention: false
-  discord:
-    language: en
-"""
+    key = "${OPENAI_API_KEY}"
+    return run_config_text(
+        port=port,
+        openai=main.base_url,
+        allow=(f"discord:{USER_ID}",),
+        bot={"system_prompt": "TOP PROMPT"},
+        providers={
+            "default": "main",
+            "fallback": ["backup"],
+            "main": {"model": "gpt-main", "api_key": key},
+            "backup": {
+                "type": "openai",
+                "model": "gpt-backup",
+                "api_key": key,
+                "base_url": backup.base_url,
+            },
+        },
+        platforms={
+            "discord": {
+                "enabled": True,
+                "token": "${DISCORD_BOT_TOKEN}",
+                "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url,
+                "edit_interval": "0.2s",
+            }
+        },
+        scopes={
+            f"discord:guild:{GUILD_ID}": {"system_prompt": "GUILD PROMPT"},
+            f"discord:{CHANNEL_ID}": {"model": "gpt-channel"},
+            f"discord:{SUPPORT}": {"provider": "backup", "require_mention": False},
+            "discord": {"language": "en"},
+        },
+    )
 
 
 def _systems(fake: FakeOpenAI) -> list[tuple[str, str, str]]:

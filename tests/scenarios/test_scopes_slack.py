@@ -16,6 +16,7 @@ from tests.support import fake_slack_events as ev
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.support.run_config import run_config_text
 from tests.support.sse import Body
 
 pytestmark = pytest.mark.timeout(90)
@@ -24,36 +25,38 @@ SUPPORT, QUIET = "C0SUPPORT", "C0QUIET"
 
 
 def _config(slack: FakeSlack, main: FakeOpenAI, backup: FakeOpenAI, port: int) -> str:
-    return f"""
-bot:
-  system_prompt: "TOP PROMPT"
-providers:
-  default: main
-  fallback: [backup]
-  main: {{type: openai, model: gpt-main, api_key: sk-test, base_url: "{main.base_url}"}}
-  backup: {{type: openai, model: gpt-backup, api_key: sk-test, base_url: "{backup.base_url}"}}
-platforms:
-  slack:
-    enabled: true
-    bot_token: ${{SLACK_BOT_TOKEN}}
-    app_token: ${{SLACK_APP_TOKEN}}
-    base_url: {slack.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [slack:{ev.USER_ID}]
-server:
-  port: {port}
-scopes:
-  slack:team:{ev.TEAM_ID}:
-    system_prompt: "TEAM PROMPT"
-  slack:{ev.CHANNEL}:
-    model: gpt-general
-  slack:{SUPPORT}:
-    provider: backup
-    require_mention: false
-  slack:
-    language: en
-"""
+    return run_config_text(
+        port=port,
+        openai=main.base_url,
+        allow=(f"slack:{ev.USER_ID}",),
+        bot={"system_prompt": "TOP PROMPT"},
+        providers={
+            "default": "main",
+            "fallback": ["backup"],
+            "main": {"model": "gpt-main"},
+            "backup": {
+                "type": "openai",
+                "model": "gpt-backup",
+                "api_key": "sk-test",
+                "base_url": backup.base_url,
+            },
+        },
+        platforms={
+            "slack": {
+                "enabled": True,
+                "bot_token": "${SLACK_BOT_TOKEN}",
+                "app_token": "${SLACK_APP_TOKEN}",
+                "base_url": slack.base_url,
+                "edit_interval": "0.2s",
+            }
+        },
+        scopes={
+            f"slack:team:{ev.TEAM_ID}": {"system_prompt": "TEAM PROMPT"},
+            f"slack:{ev.CHANNEL}": {"model": "gpt-general"},
+            f"slack:{SUPPORT}": {"provider": "backup", "require_mention": False},
+            "slack": {"language": "en"},
+        },
+    )
 
 
 def _seen(body: Body) -> tuple[str, str, str]:

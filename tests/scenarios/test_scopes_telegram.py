@@ -12,11 +12,12 @@ from tests.scenarios.test_reload_and_readiness import _Run, _wait_status
 from tests.support.cli import free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import run_config_text
 from tests.support.sse import Body
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-ALICE = 579304651
 SUPPORT = -1001111  # its own prompt and model; its forum topics follow it
 BACKUP = -1002222  # `provider: backup`, no mention needed
 TEAM = -1003333  # only `model`: keeps the platform scope's prompt
@@ -31,33 +32,30 @@ def _config(
     support: str = "SUPPORT PROMPT",
     model: str = "gpt-support",
 ) -> str:
-    return f"""
-bot:
-  system_prompt: "TOP PROMPT"
-providers:
-  default: main
-  fallback: [backup]
-  main: {{type: openai, model: gpt-main, api_key: sk-test, base_url: "{main.base_url}"}}
-  backup: {{type: openai, model: gpt-backup, api_key: sk-test, base_url: "{backup.base_url}"}}
-platforms:
-  telegram: {{enabled: true, token: "{telegram.token}", base_url: "{telegram.base_url}",
-             edit_interval: 0.2s}}
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {port}
-scopes:
-  "telegram:{SUPPORT}":
-    system_prompt: "{support}"
-    model: {model}
-  "telegram:{BACKUP}":
-    provider: backup
-    require_mention: false
-  "telegram:{TEAM}":
-    model: gpt-team
-  telegram:
-    system_prompt: "PLATFORM PROMPT"
-"""
+    return run_config_text(
+        port=port,
+        telegram=telegram.base_url,
+        openai=main.base_url,
+        bot={"system_prompt": "TOP PROMPT"},
+        providers={
+            "default": "main",
+            "fallback": ["backup"],
+            "main": {"model": "gpt-main"},
+            "backup": {
+                "type": "openai",
+                "model": "gpt-backup",
+                "api_key": "sk-test",
+                "base_url": backup.base_url,
+            },
+        },
+        platforms={"telegram": {"token": telegram.token, "edit_interval": "0.2s"}},
+        scopes={
+            f"telegram:{SUPPORT}": {"system_prompt": support, "model": model},
+            f"telegram:{BACKUP}": {"provider": "backup", "require_mention": False},
+            f"telegram:{TEAM}": {"model": "gpt-team"},
+            "telegram": {"system_prompt": "PLATFORM PROMPT"},
+        },
+    )
 
 
 def _seen(body: Body) -> tuple[str, str, str]:

@@ -38,6 +38,7 @@ from tests.support import inbox_file
 from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import BOT_TOKEN, FakeSlack
+from tests.support.run_config import run_config_text
 from tests.support.sse import Body, Reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
@@ -62,23 +63,22 @@ def _reply(body: Body) -> str:
 
 
 def _config(slack: FakeSlack, openai: FakeOpenAI, db: Path, port: int) -> str:
-    allow = ", ".join(f"slack:{u}" for u in USERS)
-    return f"""
-engine: {{shutdown_grace: 5s}}
-providers:
-  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai.base_url}"}}
-platforms:
-  slack:
-    enabled: true
-    bot_token: {BOT_TOKEN}
-    signing_secret: {SECRET}
-    base_url: {slack.base_url}
-    edit_interval: 0.1s
-memory: {{backend: sqlite, path: "{db}", max_entries: 10000, max_age: 1d}}
-access:
-  allow: [{allow}]
-server: {{port: {port}}}
-"""
+    return run_config_text(
+        port=port,
+        openai=openai.base_url,
+        allow=[f"slack:{u}" for u in USERS],
+        engine={"shutdown_grace": "5s"},
+        platforms={
+            "slack": {
+                "enabled": True,
+                "bot_token": BOT_TOKEN,
+                "signing_secret": SECRET,
+                "base_url": slack.base_url,
+                "edit_interval": "0.1s",
+            }
+        },
+        memory={"backend": "sqlite", "path": str(db), "max_entries": 10000, "max_age": "1d"},
+    )
 
 
 class _EventPush:

@@ -17,28 +17,24 @@ import pytest
 from tests.support.cli import clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.people import ALICE
+from tests.support.run_config import write_run_config
 
 pytestmark = pytest.mark.timeout(90)
 
-ALICE = 579304651
 OTHER_SDKS = {"discord", "slack_bolt", "slack_sdk", "redis", "anthropic", "markdown_to_mrkdwn"}
 CAN_WAIT = {"aiohttp", "openai", "telegramify_markdown"}
 
 
 def _config(telegram: FakeTelegram, openai_url: str, tmp_path: Path) -> Path:
-    config = tmp_path / "chatbridge.yaml"
-    config.write_text(
-        f"""
-platforms:
-  telegram: {{enabled: true, token: "{telegram.token}", base_url: "{telegram.base_url}"}}
-memory: {{path: "{tmp_path / "s.db"}"}}
-server: {{port: {free_port()}}}
-access: {{allow: ["telegram:{ALICE}"]}}
-providers:
-  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai_url}"}}
-"""
+    return write_run_config(
+        tmp_path,
+        port=free_port(),
+        telegram=telegram.base_url,
+        openai=openai_url,
+        platforms={"telegram": {"token": telegram.token}},
+        memory={"path": str(tmp_path / "s.db")},
     )
-    return config
 
 
 async def _run(config: Path, log: Path) -> asyncio.subprocess.Process:

@@ -27,6 +27,7 @@ from tests.support.cli import CHATBRIDGE, clean_env
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.support.run_config import run_config_text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -34,28 +35,25 @@ SERVING = re.compile(r"serving discord, slack with provider .* on 127\.0\.0\.1:(
 
 
 def _config(discord: FakeDiscord, slack: FakeSlack, openai: FakeOpenAI) -> str:
-    return f"""
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-platforms:
-  discord:
-    enabled: true
-    api_base: {discord.api_base}
-    gateway_url: {discord.gateway_url}
-  slack:
-    enabled: true
-    bot_token: ${{SLACK_BOT_TOKEN}}
-    app_token: ${{SLACK_APP_TOKEN}}
-    base_url: {slack.base_url}
-access:
-  allow: [discord:{USER_ID}, slack:{ev.USER_ID}]
-server:
-  port: 0
-"""
+    return run_config_text(
+        port=0,
+        openai=openai.base_url,
+        allow=(f"discord:{USER_ID}", f"slack:{ev.USER_ID}"),
+        providers={"main": {"api_key": "${OPENAI_API_KEY}"}},
+        platforms={
+            "discord": {
+                "enabled": True,
+                "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url,
+            },
+            "slack": {
+                "enabled": True,
+                "bot_token": "${SLACK_BOT_TOKEN}",
+                "app_token": "${SLACK_APP_TOKEN}",
+                "base_url": slack.base_url,
+            },
+        },
+    )
 
 
 class _Lines:

@@ -10,3 +10,5 @@ ALICE = 579304651
 """The allowed user of most scenario tests."""
 BOB = 579304652
 """A second user, for privacy and concurrency stories."""
+CAROL = 579304653
+"""A third user, for the kill series."""

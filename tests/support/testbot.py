@@ -18,7 +18,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import Provider
-from chatbridge.core.store import SqliteStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support import people
 from tests.support.fakes import ManualClock, RecordingOutbox, ScriptedProvider
 

@@ -21,7 +21,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from chatbridge.core.store import open_store
+from chatbridge.core.ports.store import StoreSettings
+from chatbridge.stores import open_store
 from tests.core.store.helpers import exchange, inbox_entry
 
 USER = "telegram:42"
@@ -33,7 +34,9 @@ def inbox_key(seq: int) -> str:
 
 
 async def main(backend: str, path: Path, mode: str) -> None:
-    store = await open_store(backend=backend, path=path, url="", max_entries=MAX_ENTRIES)
+    store = await open_store(
+        StoreSettings(backend=backend, path=path, url="", max_entries=MAX_ENTRIES)
+    )
     for seq in itertools.count():
         ex = exchange(f"seq {seq}", user=USER, ts=float(seq), key=f"conv-{seq}", tokens=(1, 2))
         if mode == "inbox":

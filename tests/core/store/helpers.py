@@ -19,7 +19,9 @@ from chatbridge.core.models import (
     Turn,
     Usage,
 )
-from chatbridge.core.store import JsonStore, RedisStore, SqliteStore
+from chatbridge.stores.json import JsonStore
+from chatbridge.stores.redis import RedisStore
+from chatbridge.stores.sqlite import SqliteStore
 from tests.support.redis_server import redis_url
 
 BACKENDS = ("sqlite", "json", "redis")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chatbridge.core.models import Attachment, AttachmentKind, Conversation, IncomingMessage
-from chatbridge.core.store._codec import message_from_json, message_to_json
+from chatbridge.stores._codec import message_from_json, message_to_json
 
 VOICE = Attachment(AttachmentKind.VOICE, "audio/ogg", 4000, "voice.ogg", "AwACAgIAAxkB", True)
 PHOTO = Attachment(AttachmentKind.IMAGE, "image/jpeg", 0, "photo.jpg", '{"photo": [["a", 1]]}')

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import MemoryEntry, Session, Turn, Usage
-from chatbridge.core.store import StoreError
-from tests.core.store.helpers import AnyStore, exchange, new_store, opened
+from chatbridge.core.ports.store import StoreError
+from tests.core.store.helpers import AnyStore, Stores, exchange, new_store, opened
 
 
 async def test_unknown_session_is_none(store: AnyStore) -> None:
@@ -38,8 +38,8 @@ async def test_save_none_deletes(store: AnyStore) -> None:
     await store.save_session(None, key="never-existed")  # a no-op, not an error
 
 
-async def test_commit_is_found_by_a_new_instance(backend: str, path: Path) -> None:
-    first = await opened(backend, path)
+async def test_commit_is_found_by_a_new_instance(backend: str, path: Path, stores: Stores) -> None:
+    first = await stores(backend, path)
     ex = exchange("where is my parcel", tokens=(7, 11))
     await first.commit_exchange(ex)
     await first.aclose()
@@ -53,8 +53,10 @@ async def test_commit_is_found_by_a_new_instance(backend: str, path: Path) -> No
         await second.aclose()
 
 
-async def test_ring_is_oldest_first_trimmed_and_filtered(backend: str, path: Path) -> None:
-    store = await opened(backend, path, max_entries=5)
+async def test_ring_is_oldest_first_trimmed_and_filtered(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    store = await stores(backend, path, max_entries=5)
     for i in range(1, 9):
         await store.commit_exchange(exchange(f"m{i}", ts=float(i)))
 
@@ -69,9 +71,8 @@ async def test_ring_is_oldest_first_trimmed_and_filtered(backend: str, path: Pat
     assert await store.ring("telegram:1", since=8.0) == []
     await store.aclose()
 
-    again = await opened(backend, path, max_entries=5)  # trimming was persisted, not a view
+    again = await stores(backend, path, max_entries=5)  # trimming was persisted, not a view
     assert len(await again.ring("telegram:1", since=0)) == 5
-    await again.aclose()
 
 
 async def test_usage_adds_up_per_day(store: AnyStore) -> None:

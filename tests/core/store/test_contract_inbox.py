@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from chatbridge.core.models import ChatKind
-from chatbridge.core.store import DEDUPE_WINDOW
+from chatbridge.core.ports.store import DEDUPE_WINDOW
 from tests.core.store.helpers import (
     AnyStore,
+    Stores,
     exchange,
     inbox_entry,
     opened,
@@ -142,8 +143,8 @@ async def test_done_unknown_or_twice_is_a_no_op(store: AnyStore) -> None:
     assert [e.key for e in await store.inbox_pending()] == ["telegram:404"]
 
 
-async def test_done_erases_text_name_and_address(backend: str, path: Path) -> None:
-    store = await opened(backend, path)
+async def test_done_erases_text_name_and_address(backend: str, path: Path, stores: Stores) -> None:
+    store = await stores(backend, path)
     long_text = f"{SECRET} " * 300  # SQLite: spills into overflow pages
     for key, text in (("telegram:9001", SECRET), ("telegram:9002", long_text)):
         await store.inbox_add(inbox_entry(key, text, at=time.time(), user=USER, answer=SECRET))
@@ -174,8 +175,10 @@ async def test_commit_exchange_marks_its_entry_done(store: AnyStore) -> None:
     assert [e.key for e in await store.inbox_pending()] == ["telegram:2"]
 
 
-async def test_commit_of_a_forgotten_user_still_marks_done(backend: str, path: Path) -> None:
-    store = await opened(backend, path)
+async def test_commit_of_a_forgotten_user_still_marks_done(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    store = await stores(backend, path)
     await store.inbox_add(inbox_entry("telegram:9001", SECRET, at=time.time(), user=USER))
     await store.forget("telegram:1")
     late = replace(exchange(SECRET, started=1000.0), inbox_key="telegram:9001")
@@ -189,12 +192,12 @@ async def test_commit_of_a_forgotten_user_still_marks_done(backend: str, path: P
 
 
 async def test_forget_erases_done_entries_and_keeps_only_what_arrives_after_it(
-    backend: str, path: Path
+    backend: str, path: Path, stores: Stores
 ) -> None:
     """A done entry holds nothing after a forget; an entry received after the
     forget (1 s later here) stays pending with its text. Entries pending at the
     forget are dropped: tests/core/store/test_forget_inbox.py."""
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     now = time.time()
     await store.inbox_add(inbox_entry("telegram:9001", SECRET, at=now, user="1"))
     await store.commit_exchange(replace(exchange(SECRET), inbox_key="telegram:9001"))
@@ -220,8 +223,10 @@ async def test_pending_is_oldest_first_ties_in_insertion_order(store: AnyStore) 
     assert keys == ["a", "b", "c", "t2", "t1", "t0"]
 
 
-async def test_pending_entries_and_markers_survive_a_new_instance(backend: str, path: Path) -> None:
-    first = await opened(backend, path)
+async def test_pending_entries_and_markers_survive_a_new_instance(
+    backend: str, path: Path, stores: Stores
+) -> None:
+    first = await stores(backend, path)
     now = time.time()
     entries = [inbox_entry(f"telegram:{i}", f"text {i}", at=now + i) for i in range(3)]
     for entry in entries:
@@ -297,11 +302,11 @@ def _race_in_threads(path: Path, keys: list[str]) -> list[list[bool]]:
 
 
 async def test_attachments_are_kept_as_references_and_dropped_by_done(
-    backend: str, path: Path
+    backend: str, path: Path, stores: Stores
 ) -> None:
     from chatbridge.core.models import Attachment, AttachmentKind
 
-    store = await opened(backend, path)
+    store = await stores(backend, path)
     voice = Attachment(AttachmentKind.VOICE, "audio/ogg", 3000, "voice.ogg", f"AwAC-{SECRET}")
     entry = inbox_entry("telegram:9", "", at=time.time())
     entry = replace(entry, message=replace(entry.message, attachments=(voice,)))

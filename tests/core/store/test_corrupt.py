@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbridge.core.store import StoreCorrupt, StoreError
+from chatbridge.core.ports.store import StoreCorrupt, StoreError
 from tests.core.store.helpers import exchange, new_store, opened, snapshot, store_path
 
 GARBAGE = bytes(range(256)) * 64

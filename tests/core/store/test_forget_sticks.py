@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import Exchange, Session, Turn, Usage
-from chatbridge.core.store._codec import user_hash
+from chatbridge.stores._codec import user_hash
 from tests.core.store.helpers import (
     AnyStore,
     Stores,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from chatbridge.core.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
-from chatbridge.core.store import json_file as json_module
+from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
+from chatbridge.stores.json import store as json_module
 from tests.core.store.helpers import (
     Stores,
     exchange,
@@ -215,7 +215,7 @@ async def test_json_state_written_before_the_inbox_still_opens(
 
 
 async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path) -> None:
-    from chatbridge.core.store import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix, ttl=600)
@@ -255,7 +255,7 @@ async def test_redis_inbox_layout_and_expiry(raw: aioredis.Redis, tmp_path: Path
 async def test_redis_foreign_inbox_keys_refuse_the_add(
     raw: aioredis.Redis, tmp_path: Path, name: str, kind: str
 ) -> None:
-    from chatbridge.core.store import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     key = prefix + name
@@ -280,7 +280,7 @@ async def test_redis_foreign_inbox_keys_refuse_the_add(
 
 
 async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path: Path) -> None:
-    from chatbridge.core.store import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
@@ -305,7 +305,7 @@ async def test_redis_malformed_or_expired_entries(raw: aioredis.Redis, tmp_path:
 async def test_redis_works_after_the_script_cache_is_flushed(
     raw: aioredis.Redis, tmp_path: Path
 ) -> None:
-    from chatbridge.core.store import RedisStore
+    from chatbridge.stores.redis import RedisStore
 
     prefix = redis_prefix(tmp_path)
     store = RedisStore(redis_url(), max_entries=3, prefix=prefix)
@@ -336,14 +336,15 @@ def test_the_sqlite_backend_never_imports_redis(tmp_path: Path) -> None:
     code = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "import chatbridge.core.store as s\n"
+        "import chatbridge.stores as s\n"
+        "from chatbridge.core.ports.store import StoreSettings\n"
         "async def main():\n"
-        f"    st = await s.open_store(backend='sqlite', path=Path({str(tmp_path / 'a.db')!r}),"
-        " url='', max_entries=3)\n"
+        "    st = await s.open_store(StoreSettings(backend='sqlite',"
+        f" path=Path({str(tmp_path / 'a.db')!r}), url='', max_entries=3))\n"
         "    await st.aclose()\n"
         "asyncio.run(main())\n"
         "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')"
-        " or m.endswith('redis_store')))\n"
+        " or m.startswith('chatbridge.stores.redis')))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True

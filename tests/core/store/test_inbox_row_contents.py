@@ -12,7 +12,7 @@ import dataclasses
 import json
 
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
-from chatbridge.core.store._codec import message_from_json, message_to_json
+from chatbridge.stores._codec import message_from_json, message_to_json
 
 NEEDED = {"platform", "chat", "user", "thread", "kind", "text", "event_id", "reply_address"}
 

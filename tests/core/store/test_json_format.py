@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import MemoryEntry
-from chatbridge.core.store import JsonStore, StoreError
+from chatbridge.core.ports.store import StoreError
+from chatbridge.stores.json import JsonStore
 from tests.core.store.helpers import exchange, snapshot
+from tests.support.closing import Closing
 
 SEED = (
     '[{"timestamp": 1743854580.0, "user_message": "Check wo das Chemitek-Paket bleibt", '
@@ -118,7 +120,9 @@ async def test_commit_point_is_the_state_file(tmp_path: Path) -> None:
     assert [e["user_message"] for e in json.loads(path.read_bytes())] == ["first", "second"]
 
 
-async def test_a_second_process_is_refused_and_the_first_keeps_working(tmp_path: Path) -> None:
+async def test_a_second_process_is_refused_and_the_first_keeps_working(
+    tmp_path: Path, closing: Closing
+) -> None:
     path = tmp_path / "memory.json"
     first = JsonStore(path, max_entries=5)
     await first.open()
@@ -131,5 +135,5 @@ async def test_a_second_process_is_refused_and_the_first_keeps_working(tmp_path:
         await first.aclose()
     second = JsonStore(path, max_entries=5)  # free again once the first closed
     await second.open()
+    closing(second)
     assert [e.user_message for e in await second.ring("telegram:1", since=0)] == ["weiter"]
-    await second.aclose()

@@ -117,3 +117,28 @@ async def test_a_forgotten_users_answer_is_still_counted(store: AnyStore) -> Non
     assert await store.ring("telegram:1", since=0) == []
     (row,) = await store.ledger_rows(since_day=DAY)
     assert row.tally.tokens == 30
+
+
+async def test_a_hold_with_a_sender_goes_on_its_linked_persons_account(store: AnyStore) -> None:
+    """The store reads the sender's link in the reserve's own step: a hold on
+    another person's account writes nothing and names the person found."""
+    limits = Limits(tokens_per_day=150)
+
+    def hold(hid: str, person: str, tokens: int = 100) -> Hold:
+        account = Account(f"person:{person}", limits)
+        return Hold(hid, (account,), tokens, 0, DAY, MONTH, NOW, NOW + 300, "telegram:1")
+
+    assert (await store.ledger_reserve(hold("a", "telegram:1"))).ok  # unlinked: its own
+    await store.link_join("discord:7", "telegram:1")
+    stale = await store.ledger_reserve(hold("b", "telegram:1"))
+    assert (stale.ok, stale.moved) == (False, "discord:7")
+    assert (await store.ledger_reserve(hold("c", "discord:7"))).ok
+    full = await store.ledger_reserve(hold("d", "discord:7"))
+    assert (full.ok, full.moved, full.kind) == (False, None, "tokens_per_day")
+    await store.link_split("telegram:1")
+    back = await store.ledger_reserve(hold("e", "discord:7", tokens=1))
+    assert (back.ok, back.moved) == (False, "telegram:1")
+    rows = {r.account: r.tally for r in await store.ledger_rows(since_day=DAY)}
+    assert rows == {"person:discord:7": Tally(refused=1)}  # "b" and "e" wrote nothing
+    snaps = await store.ledger_snapshots(hold("probe", "telegram:1"))
+    assert snaps["person:telegram:1"].held_day == (100, 0)  # "a" only

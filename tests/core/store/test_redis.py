@@ -20,8 +20,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from chatbridge.core.models import Session, Turn, Usage
-from chatbridge.core.store import RedisStore, StoreCorrupt, StoreError, open_store
-from chatbridge.core.store._codec import user_hash
+from chatbridge.core.ports.store import StoreCorrupt, StoreError, StoreSettings
+from chatbridge.stores import open_store
+from chatbridge.stores._codec import user_hash
+from chatbridge.stores.redis import RedisStore
 from tests.core.store.helpers import exchange, purge_redis, redis_keys
 from tests.support.redis_server import redis_unavailable, redis_url
 
@@ -91,7 +93,7 @@ async def test_turns_are_appended_then_trimmed(store: RedisStore, raw: aioredis.
     assert (await store.load_session(KEY)) == replace(ex.session, turns=t[:4])
     # The engine dropped the oldest turns: the store keeps only the newest len(turns).
     await store.commit_exchange(replace(ex, session=replace(ex.session, turns=t[2:6])))
-    assert await raw.llen(f"{store._prefix}turns:{KEY}") == 4
+    assert await raw.llen(f"{store._db.prefix}turns:{KEY}") == 4
     assert (await store.load_session(KEY)) == replace(ex.session, turns=t[2:6])
     # added_turns=0 appends nothing; an empty session drops the turns list.
     await store.commit_exchange(
@@ -100,7 +102,7 @@ async def test_turns_are_appended_then_trimmed(store: RedisStore, raw: aioredis.
     assert (await store.load_session(KEY)) == replace(ex.session, turns=t[2:6])
     await store.commit_exchange(replace(ex, session=replace(ex.session, turns=[]), added_turns=0))
     assert (await store.load_session(KEY)) == replace(ex.session, turns=[])
-    assert not await raw.exists(f"{store._prefix}turns:{KEY}")
+    assert not await raw.exists(f"{store._db.prefix}turns:{KEY}")
 
 
 async def test_forget_leaves_no_key_or_text_of_the_user(store: RedisStore, prefix: str) -> None:
@@ -253,7 +255,7 @@ async def test_forget_retries_when_the_user_commits_meanwhile(
     await store.commit_exchange(exchange(SECRET, user="telegram:1", key="telegram:1:a"))
     other = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await other.open()
-    original = store._read
+    original = store._db.read
     calls = 0
 
     async def interfering(*args: Any, **kwargs: Any) -> list[Any]:
@@ -264,7 +266,7 @@ async def test_forget_retries_when_the_user_commits_meanwhile(
             await other.commit_exchange(late)
         return await original(*args, **kwargs)
 
-    monkeypatch.setattr(store, "_read", interfering)
+    monkeypatch.setattr(store._db, "read", interfering)
     await store.forget("telegram:1")
     await other.aclose()
 
@@ -297,14 +299,14 @@ async def test_a_forget_between_check_and_exec_still_wins(
     await store.commit_exchange(exchange(KEPT, user="discord:2"))
     admin = RedisStore(redis_url(), max_entries=3, prefix=prefix)
     await admin.open()
-    original = store._check_types
+    original = store._db.check_types
 
     async def forget_meanwhile(*args: Any, **kwargs: Any) -> float | None:
         at = await original(*args, **kwargs)
         await admin.forget("telegram:1")
         return at
 
-    monkeypatch.setattr(store, "_check_types", forget_meanwhile)
+    monkeypatch.setattr(store._db, "check_types", forget_meanwhile)
     late = replace(first, session=replace(first.session, last_active=2000.0))
     await store.commit_exchange(late)
     await admin.aclose()
@@ -327,13 +329,13 @@ async def test_forget_gives_up_whole_when_the_user_never_holds_still(
 ) -> None:
     await store.commit_exchange(exchange("kept", user="telegram:1"))
     before = redis_keys(prefix)
-    original = store._read
+    original = store._db.read
 
     async def always_interfering(*args: Any, **kwargs: Any) -> list[Any]:
         await raw.pexpire(f"{prefix}user-days:telegram:1", 10**9)
         return await original(*args, **kwargs)
 
-    monkeypatch.setattr(store, "_read", always_interfering)
+    monkeypatch.setattr(store._db, "read", always_interfering)
     with pytest.raises(StoreError, match="forget gave up after 20 attempts"):
         await store.forget("telegram:1")
     assert redis_keys(prefix) == before  # nothing half-deleted
@@ -343,10 +345,10 @@ async def test_unreachable_server_names_the_url() -> None:
     s = RedisStore("redis://127.0.0.1:1/0", max_entries=3)
     with pytest.raises(StoreError) as err:
         await s.open()
+    await s.aclose()  # never opened: still fine
     assert str(err.value) == (
         "redis://127.0.0.1:1/0 is not reachable (Connection refused); is Redis running?"
     )
-    await s.aclose()  # never opened: still fine
 
 
 @pytest.mark.parametrize(
@@ -392,7 +394,9 @@ def test_ttl_must_be_positive() -> None:
 async def test_open_store_builds_the_redis_backend() -> None:
     if reason := redis_unavailable():
         pytest.skip(reason)
-    s = await open_store(backend="redis", path=Path("unused"), url=redis_url(), max_entries=3)
+    s = await open_store(
+        StoreSettings(backend="redis", path=Path("unused"), url=redis_url(), max_entries=3)
+    )
     try:
         assert isinstance(s, RedisStore)
         assert await s.ring(f"cbtest-nobody-{uuid.uuid4().hex}", since=0) == []  # reads only

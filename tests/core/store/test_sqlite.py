@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import Turn
-from chatbridge.core.store import SqliteStore, StoreError, open_store
+from chatbridge.core.ports.store import StoreError, StoreSettings
+from chatbridge.stores import open_store
+from chatbridge.stores.sqlite import SqliteStore
 from tests.core.store.helpers import exchange, store_path
+from tests.support.closing import Closing
 
 
 async def test_new_file_is_private_wal_and_versioned(tmp_path: Path) -> None:
@@ -64,17 +67,21 @@ async def test_a_second_process_can_read_and_forget_while_the_first_serves(
         assert b"geheim" not in file.read_bytes(), file
 
 
-async def test_open_store_backends(tmp_path: Path) -> None:
+async def test_open_store_backends(tmp_path: Path, closing: Closing) -> None:
     for backend, name in (("sqlite", "a.db"), ("json", "a.json")):
-        store = await open_store(backend=backend, path=tmp_path / name, url="", max_entries=3)
+        store = await open_store(
+            StoreSettings(backend=backend, path=tmp_path / name, url="", max_entries=3)
+        )
+        closing(store)
         await store.commit_exchange(exchange(backend))
         assert [e.user_message for e in await store.ring("telegram:1", since=0)] == [backend]
-        await store.aclose()
     nobody = "redis://127.0.0.1:1/0"  # redis is built in now; test_redis.py covers it
     with pytest.raises(StoreError, match=r"^redis://127\.0\.0\.1:1/0 is not reachable"):
-        await open_store(backend="redis", path=tmp_path / "r", url=nobody, max_entries=3)
+        await open_store(
+            StoreSettings(backend="redis", path=tmp_path / "r", url=nobody, max_entries=3)
+        )
     with pytest.raises(StoreError, match="unknown store backend 'mongo'"):
-        await open_store(backend="mongo", path=tmp_path / "m", url="", max_entries=3)
+        await open_store(StoreSettings(backend="mongo", path=tmp_path / "m", url="", max_entries=3))
 
 
 def _session_reads(store: SqliteStore) -> list[str]:

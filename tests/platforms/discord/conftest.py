@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from chatbridge.config import DiscordConfig
 from chatbridge.core.models import MemoryEntry
@@ -100,7 +99,6 @@ async def launch(fake: FakeDiscord, tmp_path: Path) -> AsyncIterator[Launch]:
             config=discord_config(fake, **cfg),
             handler=bot.engine,
             commands=bot.engine.commands,
-            server=web.Application(),
             guild_ready_timeout=0.05,
         )
         bot.engine.attach(platform.name, platform.outbox)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from chatbridge.core.metrics import Metrics
 from chatbridge.platforms.discord import CatchUpLimits, DiscordPlatform
@@ -46,7 +45,6 @@ async def start(fake: FakeDiscord, tmp_path: Path) -> AsyncIterator[Start]:
             config=discord_config(fake, **cfg),
             handler=bot.engine,
             commands=bot.engine.commands,
-            server=web.Application(),
             guild_ready_timeout=0.05,
             cursors=bot.engine.store,
             metrics=metrics,

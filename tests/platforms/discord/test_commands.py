@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.platforms.discord.conftest import ALLOWED, Launch
 from tests.support.fake_discord import CHANNEL_ID, EPHEMERAL, USER_ID, FakeDiscord
-from tests.support.testbot import make_testbot
+from tests.support.testbot import TestBots
 
 
 async def test_commands_are_synced_once_and_not_again_when_unchanged(
@@ -62,11 +62,11 @@ async def test_a_stranger_gets_the_access_reply_ephemerally(
 
 
 async def test_new_via_slash_command_opens_a_fresh_session(
-    fake: FakeDiscord, launch: Launch, tmp_path: Path
+    fake: FakeDiscord, launch: Launch, tmp_path: Path, testbot: TestBots
 ) -> None:
     home = tmp_path / "own"
     home.mkdir()
-    bot = await make_testbot(home, allow=ALLOWED)
+    bot = await testbot(home, allow=ALLOWED)
     running = await launch(bot=bot)
     await fake.send_dm("eins")
     await running.ring()
@@ -79,11 +79,11 @@ async def test_new_via_slash_command_opens_a_fresh_session(
 
 
 async def test_link_as_a_slash_command_with_a_code_option(
-    fake: FakeDiscord, launch: Launch, tmp_path: Path
+    fake: FakeDiscord, launch: Launch, tmp_path: Path, testbot: TestBots
 ) -> None:
     home = tmp_path / "own"
     home.mkdir()
-    bot = await make_testbot(home, allow=(*ALLOWED, "telegram:579304651"))
+    bot = await testbot(home, allow=(*ALLOWED, "telegram:579304651"))
     await launch(bot=bot)
     link = next(c for c in fake.commands if c["name"] == "link")
     assert [o["name"] for o in link["options"]] == ["code"]

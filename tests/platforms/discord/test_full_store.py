@@ -4,38 +4,34 @@ answered once the store takes writes again.
 
 The store is made full the way SQLite reports a full disk (`PRAGMA
 max_page_count` on the store's own connection; see
-tests/platforms/test_full_store_intake.py).
+tests/platforms/telegram/test_full_store_intake.py).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
-from aiohttp import web
 
 from chatbridge.core.texts import say
 from chatbridge.platforms.discord import DiscordPlatform
 from tests.platforms.discord.conftest import ALLOWED, discord_config
 from tests.support.fake_discord import FakeDiscord
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import make_testbot
+from tests.support.testbot import TestBots
 
 NO_LIMIT = 1_073_741_823
 
 
 async def test_refused_dms_get_one_notice_and_are_answered_once_space_is_back(
-    fake: FakeDiscord, tmp_path: Path
+    fake: FakeDiscord, testbot: TestBots
 ) -> None:
     def marker(text: str) -> str:
         return (re.findall(r"\[\w+\]", text) or [text])[-1]
 
     provider = ScriptedProvider(lambda p: [f"echo: {marker(p.messages[-1].content)}"])
-    bot = await make_testbot(tmp_path, provider=provider, allow=ALLOWED)
+    bot = await testbot(provider=provider, allow=ALLOWED)
     platform = DiscordPlatform(
         config=discord_config(fake),
         handler=bot.engine,
-        server=web.Application(),
         guild_ready_timeout=0.05,
         cursors=bot.engine.store,
         say=bot.engine.settings.say,
@@ -66,4 +62,3 @@ async def test_refused_dms_get_one_notice_and_are_answered_once_space_is_back(
         await platform.stop_receiving()
         await bot.engine.drain(1.0)
         await platform.aclose()
-        await bot.engine.store.aclose()

@@ -23,10 +23,10 @@ async def test_a_rejected_token_is_one_sentence_without_the_token(fake: FakeDisc
     )
     with pytest.raises(PlatformStartFailed) as caught:
         await platform.start()
+    await platform.aclose()  # safe after a failed start
     assert str(caught.value) == TOKEN_REJECTED
     assert "wrong.token" not in str(caught.value)
     assert not platform.connected
-    await platform.aclose()  # safe after a failed start
 
 
 async def test_a_missing_message_content_intent_tells_the_admin_where_to_switch_it_on() -> None:

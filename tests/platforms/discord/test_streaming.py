@@ -7,12 +7,11 @@ import asyncio
 import bisect
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from tests.platforms.discord.conftest import Launch
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fakes import ScriptedProvider
-from tests.support.testbot import make_testbot
+from tests.support.testbot import TestBots
 
 CODE_LINES = [f"value_{i:03d} = compute({i}, 'chemitek')" for i in range(140)]
 LONG_ANSWER = (
@@ -76,7 +75,7 @@ async def test_a_429_with_via_on_an_edit_is_waited_out(fake: FakeDiscord, launch
 
 
 async def test_twenty_users_at_once_stay_well_under_discords_global_limit(
-    fake: FakeDiscord, launch: Launch, tmp_path: Path
+    fake: FakeDiscord, launch: Launch, testbot: TestBots
 ) -> None:
     """Progress edits every 0.05 s for 20 streams would be ~400 REST calls a
     second; the bot's shared budget lets at most 35 through in any second
@@ -85,9 +84,7 @@ async def test_twenty_users_at_once_stay_well_under_discords_global_limit(
     users = [USER_ID + i for i in range(20)]
     answer = "wort " * 240
     provider = ScriptedProvider(lambda p: _chunks(answer, 20), chunk_delay=0.02)
-    bot = await make_testbot(
-        tmp_path, provider=provider, allow=tuple(f"discord:{u}" for u in users)
-    )
+    bot = await testbot(provider=provider, allow=tuple(f"discord:{u}" for u in users))
     running = await launch(bot=bot, edit_interval=0.05)
     pace, granted = running.platform._pace, []
     take = pace.take

@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from chatbridge.config import SlackConfig
+from chatbridge.core.app.webhooks import mount
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from tests.support import fake_slack_events as ev
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
@@ -78,9 +79,8 @@ async def launch(fake: FakeSlack, tmp_path: Path) -> AsyncIterator[Launch]:
         platform = SlackPlatform(
             config=slack_config(fake, mode=mode, **cfg),
             handler=bot.engine,
-            commands=bot.engine.commands,
-            server=server,
         )
+        mount(server, platform.routes)
         runner = web.AppRunner(server, shutdown_timeout=0.5)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

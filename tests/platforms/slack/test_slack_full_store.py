@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.slack import SlackPlatform
 from tests.support import fake_slack_events as ev
@@ -33,9 +34,9 @@ async def test_a_refused_event_is_not_acked_and_its_user_hears_once(fake: FakeSl
     platform = SlackPlatform(
         config=slack_config(fake, mode="http"),
         handler=inbox,
-        server=server,
         say=lambda key: say("en", key),
     )
+    mount(server, platform.routes)
     runner = web.AppRunner(server)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from chatbridge.core.app.webhooks import mount
 from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import PlatformStartFailed
-from chatbridge.core.store.base import StoreError
+from chatbridge.core.ports.store import StoreError
 from chatbridge.platforms.slack import SlackPlatform
 from tests.support import fake_slack_events as ev
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
@@ -59,7 +60,8 @@ async def test_an_event_the_inbox_cannot_take_is_not_acked(
 ) -> None:
     server = web.Application()
     inbox = BrokenInbox()
-    platform = SlackPlatform(config=slack_config(fake, mode=mode), handler=inbox, server=server)
+    platform = SlackPlatform(config=slack_config(fake, mode=mode), handler=inbox)
+    mount(server, platform.routes)
     runner = web.AppRunner(server)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
@@ -85,9 +87,7 @@ async def test_an_event_the_inbox_cannot_take_is_not_acked(
 
 
 async def _start_failure(fake: FakeSlack, **cfg: Any) -> str:
-    platform = SlackPlatform(
-        config=slack_config(fake, **cfg), handler=BrokenInbox(), server=web.Application()
-    )
+    platform = SlackPlatform(config=slack_config(fake, **cfg), handler=BrokenInbox())
     with pytest.raises(PlatformStartFailed) as caught:
         await platform.start()
     await platform.aclose()

@@ -11,6 +11,7 @@ from chatbridge.core.models import ChatKind, Conversation, IncomingMessage
 from chatbridge.core.ports import DeliveryError, DeliveryRetry
 from chatbridge.platforms.slack import Address, SlackPlatform
 from tests.support import fake_slack_events as ev
+from tests.support.closing import Closing
 from tests.support.fake_slack import FakeSlack
 
 from .conftest import slack_config
@@ -31,7 +32,7 @@ def _message(channel: str = ev.CHANNEL, thread: str = QUESTION_TS) -> IncomingMe
 
 @pytest.fixture
 async def platform(fake: FakeSlack) -> AsyncIterator[SlackPlatform]:
-    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine(), server=web.Application())
+    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine())
     await slack.start()
     yield slack
     await slack.aclose()
@@ -78,7 +79,9 @@ async def test_refusals_and_malformed_replies_become_delivery_error(
         await bad.send("x")
 
 
-async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -> None:
+async def test_a_malformed_web_api_answer_is_a_delivery_error(
+    fake: FakeSlack, closing: Closing
+) -> None:
     async def broken(request: web.Request) -> web.Response:
         if request.match_info["method"] == "auth.test":
             return web.json_response({"ok": True, "user_id": ev.BOT_USER_ID})
@@ -95,7 +98,7 @@ async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -
     base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/api/"
     try:
         config = slack_config(fake, mode="http", base_url=base_url)
-        slack = SlackPlatform(config=config, handler=NoEngine(), server=web.Application())
+        slack = closing(SlackPlatform(config=config, handler=NoEngine()))
         await slack.start()
         outbox = slack.outbox(_message())
         with pytest.raises(DeliveryError):
@@ -103,7 +106,6 @@ async def test_a_malformed_web_api_answer_is_a_delivery_error(fake: FakeSlack) -
         with pytest.raises(DeliveryError):
             await outbox.edit(f"{ev.CHANNEL}:1.0", "x")
         await outbox.typing()  # never raises
-        await slack.aclose()
     finally:
         await runner.cleanup()
 
@@ -122,7 +124,7 @@ async def test_typing_sets_the_thread_status_and_never_raises(
 
 async def test_without_assistant_write_no_status_is_tried(fake: FakeSlack) -> None:
     fake.scopes.discard("assistant:write")
-    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine(), server=web.Application())
+    slack = SlackPlatform(config=slack_config(fake), handler=NoEngine())
     await slack.start()
     try:
         await slack.outbox(_message()).typing()
