@@ -30,6 +30,7 @@ CUT_NOTES = {
 }
 
 
+@lru_cache(maxsize=1024)  # a message is cleaned on intake and again for its prompt
 def clean_text(text: str) -> str:
     """`text` with what would crash an encoder or reach a terminal removed.
 
