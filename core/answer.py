@@ -15,11 +15,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from chatbridge.core.access import AccessPolicy
+from chatbridge.core.answer_limits import AnswerLimits
 from chatbridge.core.clock import Clock
 from chatbridge.core.delivery import StreamingReply, send_text
 from chatbridge.core.incoming import clean_text, cut_for_prompt
 from chatbridge.core.ledger import Settlement
-from chatbridge.core.limits import Admitted, LimitGate, Meter
+from chatbridge.core.limits import LimitGate, Meter
 from chatbridge.core.links import People, Person
 from chatbridge.core.media import MediaDesk, Prepared, accepted_media
 from chatbridge.core.media._texts import media_say
@@ -84,7 +85,11 @@ class Answerer:
         """`media` decides about attachments and keeps images of live sessions
         (shared across reloads, so the engine owns it); `limits` admits and
         settles each model request (`core.limits`)."""
-        self._limits = limits
+        self._limits = (
+            AnswerLimits(limits, store=store, access=access, metrics=metrics)
+            if limits is not None
+            else None
+        )
         self._media = media if media is not None else MediaDesk()
         self._store = store
         self._clock = clock
@@ -110,6 +115,13 @@ class Answerer:
         now = self._clock.now()
         settings, provider = place.settings, place.provider
         sender = _Sender(self._people, entry.message.conversation)
+        if self._limits is not None and entry.answer is None and entry.message.attachments:
+            text = self._user_text(entry.message.text, settings)
+            person = sender.fixed or (await sender.person()).key
+            if await self._limits.refused_before_download(
+                entry, outbox, place, text, person=person, fixed=sender.fixed
+            ):
+                return Outcome.REFUSED
         prepared = await self._prepare(entry, outbox, settings, provider)
         if not prepared.answerable:
             return Outcome.FAILED  # nothing left to ask: the notices said why
@@ -140,7 +152,9 @@ class Answerer:
                     cache_key=Prompt.cache_key_for(conversation_key),
                 )
                 if self._limits is not None:
-                    admitted = await self._admit(entry, outbox, prompt, sender, place)
+                    admitted = await self._limits.admit(
+                        entry, outbox, prompt, place, fixed=sender.fixed
+                    )
                     if admitted is None:
                         return Outcome.REFUSED
                 try:
@@ -167,7 +181,8 @@ class Answerer:
             # Answered: the settlement rides in the exchange's commit (below).
             settlement = None
             if admitted is not None:
-                settlement = self._limits_settlement(admitted, meter, completed=completed)
+                assert self._limits is not None
+                settlement = self._limits.settlement(admitted, meter, completed=completed)
                 admitted = None
         except DeliveryError as exc:
             log.warning("reply to %s not delivered: %s", entry.message.conversation.chat_id, exc)
@@ -180,7 +195,8 @@ class Answerer:
         finally:
             await reply.aclose()
             if admitted is not None:  # refused by the platform, failed or cancelled
-                await asyncio.shield(self._settle(admitted, meter, completed=completed))
+                assert self._limits is not None
+                await asyncio.shield(self._limits.settle(admitted, meter, completed=completed))
         self._metrics.count_usage(conversation_key, usage, scope=place.metric_scope)
         self._session_models.remember(conversation_key, place.fingerprint)
         self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
@@ -205,51 +221,6 @@ class Answerer:
             await send_text(outbox, settings.say("not_stored"))
             return Outcome.NOT_STORED
         return Outcome.ANSWERED
-
-    async def _admit(
-        self,
-        entry: InboxEntry,
-        outbox: Outbox,
-        prompt: Prompt,
-        sender: _Sender,
-        place: PlaceSettings,
-    ) -> Admitted | None:
-        """Reserve the request's worst case on the person's account and the
-        place's pool; None (after at most one sentence; the caller closes the
-        entry, nothing is stored) when a limit refuses it. A linked sender's
-        person is read by the store within the reserve (`Hold.sender`)."""
-        assert self._limits is not None
-        conversation = entry.message.conversation
-        language = place.settings.language
-        # Whether the sender is an admin matters only when admins are exempt.
-        admin = self._limits.policy.admins_exempt and self._access.is_admin(conversation)
-        admitted, accounts = await self._limits.admit_sender(
-            prompt, user_id=conversation.user_id, person=sender.fixed, admin=admin, place=place
-        )
-        if isinstance(admitted, Admitted):
-            return admitted
-        log.info("limit %s refused a message in %s", admitted.kind, conversation.chat_id)
-        self._metrics.limit_refusals.labels(kind=admitted.kind).inc()
-        if admitted.notify:
-            sentence = self._limits.refusal(admitted, language=language, accounts=accounts)
-            await send_text(outbox, sentence)
-        return None
-
-    def _limits_settlement(
-        self, admitted: Admitted, meter: Meter, *, completed: bool
-    ) -> Settlement:
-        assert self._limits is not None
-        return self._limits.settlement(admitted, meter, completed=completed)
-
-    async def _settle(self, admitted: Admitted, meter: Meter, *, completed: bool) -> None:
-        """Settle the hold by itself; a store failure leaves it to expire (`hold_ttl`)."""
-        assert self._limits is not None
-        try:
-            await self._store.ledger_settle(
-                self._limits.settlement(admitted, meter, completed=completed)
-            )
-        except StoreError as exc:
-            log.warning("usage not settled (the hold expires by itself): %s", exc)
 
     async def _tell_undelivered(self, outbox: Outbox, settings: EngineSettings) -> None:
         """One short notice, one attempt: the platform refused the answer itself."""
@@ -307,9 +278,7 @@ class Answerer:
         message = entry.message
         conversation = message.conversation
         settings = place.settings
-        text = neutralise(
-            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
-        )
+        text = self._user_text(said, settings)
 
         def bridge(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
             moment = now if at is None else at
@@ -352,6 +321,13 @@ class Answerer:
         ring_user = self._access.ring_user(conversation)
         fresh = Session(key=conversation.key, user=ring_user, started_at=now, last_active=now)
         return fresh, content, False
+
+    @staticmethod
+    def _user_text(said: str, settings: EngineSettings) -> str:
+        """The message's text as the user turn carries it: cleaned, cut, neutralised."""
+        return neutralise(
+            cut_for_prompt(clean_text(said), settings.max_message_chars, settings.language)
+        )
 
     async def _visible_ring(
         self, conversation: Conversation, now: float, settings: EngineSettings, sender: _Sender

@@ -19,6 +19,13 @@ per message and 16 for the request: every byte-level BPE token (OpenAI's and
 Anthropic's tokenizers are such) covers at least one byte, so the real count
 never exceeds it. It over-reserves about 4x for English text; settling gives
 the difference back as soon as the answer ends.
+
+Images: every image part of the prompt (the message's own and those a live
+session still shows) counts its provider's `ProviderTerms.image_tokens`, the
+most one image can cost there whatever its size (`core.media.image_tokens`);
+the provider's report, image tokens included, settles it. A message with
+images is checked against what is left (`LimitGate.could_admit`) before its
+images are downloaded, so one that cannot fit is refused without fetching.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from chatbridge.core.ledger import (
     Settlement,
     Snapshot,
     Verdict,
+    decide,
 )
 from chatbridge.core.models import Usage
 from chatbridge.core.places import PlaceSettings
@@ -57,6 +65,7 @@ __all__ = [
     "Price",
     "ProviderTerms",
     "Remainder",
+    "images_in",
     "pool_of",
     "prompt_tokens_bound",
 ]
@@ -95,6 +104,11 @@ def prompt_tokens_bound(prompt: Prompt) -> int:
     return size
 
 
+def images_in(prompt: Prompt) -> int:
+    """Image parts in the prompt, over all its turns."""
+    return sum(1 for turn in prompt.messages for part in turn.parts if part.kind == "image")
+
+
 def _bytes(text: str) -> int:
     """UTF-8 length (ASCII, the common case, without encoding)."""
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
@@ -115,10 +129,12 @@ class Price:
 
 @dataclass(frozen=True, slots=True)
 class ProviderTerms:
-    """What one provider entry may cost: its answer bound and prices (None: unknown)."""
+    """What one provider entry may cost: its answer bound, prices (None:
+    unknown) and the most one image costs it in prompt tokens (0: it takes none)."""
 
     max_tokens: int = 1024
     price: Price | None = None
+    image_tokens: int = 0
 
 
 _NO_TERMS = ProviderTerms()
@@ -139,14 +155,29 @@ class LimitPolicy:
         """`people[person]`, else `people[user_id]`, else `default`."""
         return self.people.get(person) or self.people.get(user_id) or self.default
 
-    def worst(self, prompt_tokens: int) -> tuple[int, int]:
+    def worst(self, prompt_tokens: int, images: int = 0) -> tuple[int, int]:
         """Tokens and nano-dollars the request may cost at most, whichever provider answers."""
         terms = self.terms.values() or (_NO_TERMS,)
-        tokens = prompt_tokens + max(t.max_tokens for t in terms)
-        priced = [t for t in terms if t.price is not None]
-        if not priced:
-            return tokens, 0
-        return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in priced)  # type: ignore[union-attr]
+        if not images:  # the common case
+            tokens = prompt_tokens + max(t.max_tokens for t in terms)
+            priced = [t for t in terms if t.price is not None]
+            if not priced:
+                return tokens, 0
+            return tokens, max(t.price.nano(prompt_tokens, t.max_tokens) for t in priced)  # type: ignore[union-attr]
+        tokens = max(prompt_tokens + images * t.image_tokens + t.max_tokens for t in terms)
+        nanos = [
+            t.price.nano(prompt_tokens + images * t.image_tokens, t.max_tokens)
+            for t in terms
+            if t.price is not None
+        ]
+        return tokens, max(nanos, default=0)
+
+    def worst_input(self, prompt_tokens: int, images: int) -> int:
+        """The most prompt tokens any provider of the chain may count."""
+        if not images:
+            return prompt_tokens
+        terms = self.terms.values() or (_NO_TERMS,)
+        return prompt_tokens + images * max(t.image_tokens for t in terms)
 
     def cost(self, provider: str, usage: Usage) -> int:
         terms = self.terms.get(provider or self.first)
@@ -252,20 +283,50 @@ class LimitGate:
         return day, day[:7]
 
     async def admit(
-        self, prompt: Prompt, *, accounts: tuple[Account, ...], sender: str = ""
+        self,
+        prompt: Prompt,
+        *,
+        accounts: tuple[Account, ...],
+        sender: str = "",
+        images: int | None = None,
     ) -> Admitted | Verdict:
-        """Reserve the worst case of `prompt`; a refusing `Verdict` if it does
-        not fit (or a `moved` one: see `Hold.sender`)."""
+        """Reserve the worst case of `prompt` (with `images` images, by default
+        its image parts); a refusing `Verdict` if it does not fit (or a
+        `moved` one: see `Hold.sender`)."""
         now = self._clock.now()
+        count = images_in(prompt) if images is None else images
         prompt_tokens = prompt_tokens_bound(prompt)
-        tokens, nano = self.policy.worst(prompt_tokens)
-        day, month = self.periods(now)
         hid = f"{self._id_prefix}-{next(self._ids)}"
-        hold = Hold(
-            hid, accounts, tokens, nano, day, month, now, now + self.policy.hold_ttl, sender
-        )
+        hold = self._hold(prompt_tokens, count, accounts, now, hid, sender)
         verdict = await self._store.ledger_reserve(hold)
-        return Admitted(hold, prompt_tokens) if verdict.ok else verdict
+        if not verdict.ok:
+            return verdict
+        return Admitted(hold, self.policy.worst_input(prompt_tokens, count))
+
+    async def could_admit(
+        self, prompt: Prompt, *, accounts: tuple[Account, ...], images: int
+    ) -> Verdict:
+        """Whether a request of at least `prompt` with `images` images fits
+        what is left now on `accounts`, without reserving anything (one
+        read): asked before a message's images are downloaded. `admit` still
+        decides for good."""
+        now = self._clock.now()
+        hold = self._hold(prompt_tokens_bound(prompt), images, accounts, now, "", "")
+        return decide(hold, await self._store.ledger_snapshots(hold))
+
+    def _hold(
+        self,
+        prompt_tokens: int,
+        images: int,
+        accounts: tuple[Account, ...],
+        now: float,
+        hid: str,
+        sender: str,
+    ) -> Hold:
+        tokens, nano = self.policy.worst(prompt_tokens, images)
+        day, month = self.periods(now)
+        expires = now + self.policy.hold_ttl
+        return Hold(hid, accounts, tokens, nano, day, month, now, expires, sender)
 
     async def admit_sender(
         self,
@@ -275,6 +336,7 @@ class LimitGate:
         person: str | None,
         admin: bool,
         place: PlaceSettings | None = None,
+        images: int | None = None,
     ) -> tuple[Admitted | Verdict, tuple[Account, ...]]:
         """`admit` on the sender's accounts, and those accounts (for `refusal`).
 
@@ -288,7 +350,7 @@ class LimitGate:
         key = person if person is not None else self._persons.get(user_id, user_id)
         for _ in range(_RELINKS):
             accounts = self.accounts(key, user_id, admin=admin, place=place)
-            result = await self.admit(prompt, accounts=accounts, sender=sender)
+            result = await self.admit(prompt, accounts=accounts, sender=sender, images=images)
             if isinstance(result, Admitted) or result.moved is None:
                 return result, accounts
             key = result.moved

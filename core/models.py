@@ -88,7 +88,9 @@ class MediaPart:
 
     kind: str
     mime: str
-    data: bytes  # base64 (ASCII): spliced into a request body without a text copy
+    # Base64 (ASCII), spliced into a request body without a text copy; a
+    # bytearray when it was encoded during the download, never changed after.
+    data: bytes | bytearray = field(hash=False)
     name: str = ""
 
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from chatbridge.core.ports import FetchFailed, FileTooLarge
+from chatbridge.core.ports import ByteSink, FetchFailed, FileTooLarge
 
 if TYPE_CHECKING:
     import aiohttp
@@ -23,6 +23,10 @@ __all__ = ["Downloader"]
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
+# aiohttp stops reading the socket once 2x this much waits unread (64 KiB by
+# default): a sink that encodes between reads would stall the sender at every
+# chunk. 1 MiB lets the transfer run on while the last chunk is encoded.
+READ_BUFFER = 1024 * 1024
 TIMEOUT = {"total": 120, "sock_connect": 15, "sock_read": 30}  # seconds
 
 
@@ -44,8 +48,10 @@ class Downloader:
         limit: int,
         headers: Mapping[str, str] | None = None,
         refuse_html: bool = False,
+        sink: ByteSink | None = None,
     ) -> bytearray:
-        """The body of `url`, at most `limit` bytes.
+        """The body of `url`, at most `limit` bytes; with `sink`, each chunk
+        goes there as it arrives and the result is empty (see `core.ports.ByteSink`).
 
         `refuse_html`: an HTML page is a refusal, not the file (Slack answers a
         download without `files:read` with its login page, often as 200).
@@ -57,7 +63,9 @@ class Downloader:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(**TIMEOUT))
         what = f"{self._platform} file"
         try:
-            async with self._session.get(url, headers=headers, allow_redirects=True) as response:
+            async with self._session.get(
+                url, headers=headers, allow_redirects=True, read_bufsize=READ_BUFFER
+            ) as response:
                 if response.status != 200:
                     raise FetchFailed(f"{what}: HTTP {response.status}")
                 if refuse_html and response.content_type == "text/html":
@@ -65,6 +73,9 @@ class Downloader:
                 announced = response.content_length
                 if announced is not None and announced > limit:
                     raise FileTooLarge(f"{what}: Content-Length {announced} over {limit}")
+                if sink is not None:
+                    await _pour(response, announced, limit, what, sink)
+                    return bytearray()
                 return await _read(response, announced, limit, what)
         except (FileTooLarge, FetchFailed):
             raise
@@ -102,3 +113,22 @@ async def _read(
     if filled != announced:
         raise FetchFailed(f"{what}: {filled} of {announced} bytes arrived")
     return body
+
+
+async def _pour(
+    response: aiohttp.ClientResponse, announced: int | None, limit: int, what: str, sink: ByteSink
+) -> None:
+    """The body into `sink` chunk by chunk, with the same caps as `_read`."""
+    if announced is not None:
+        sink.expect(announced)
+    cap = limit if announced is None else announced
+    received = 0
+    async for chunk in response.content.iter_any():  # as received: no re-chunking copies
+        received += len(chunk)
+        if received > cap:
+            if announced is None:
+                raise FileTooLarge(f"{what}: more than {limit} bytes arrived")
+            raise FetchFailed(f"{what}: more bytes than its Content-Length")
+        sink.write(chunk)
+    if announced is not None and received != announced:
+        raise FetchFailed(f"{what}: {received} of {announced} bytes arrived")

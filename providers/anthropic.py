@@ -13,15 +13,18 @@ from typing import Any, cast
 import anthropic
 import httpx2
 from anthropic.types import (
+    Message,
     MessageParam,
     RawContentBlockDeltaEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStopEvent,
+    RawMessageStreamEvent,
 )
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from chatbridge.core.models import MediaPart, Turn, Usage
+from chatbridge.providers._splice import Splice
 from chatbridge.providers._wire import (
     PLACEHOLDER_KEY,
     media_accepted,
@@ -48,7 +51,10 @@ WIRE_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, httpx2.StreamError, j
 
 
 def alternate_roles(
-    turns: Sequence[Turn], *, accepts: frozenset[str] = frozenset({"image", "document"})
+    turns: Sequence[Turn],
+    *,
+    accepts: frozenset[str] = frozenset({"image", "document"}),
+    splice: Splice | None = None,
 ) -> list[dict[str, Any]]:
     """Turns as Messages API messages: starting with "user", roles alternating.
 
@@ -62,7 +68,9 @@ def alternate_roles(
     messages: list[dict[str, Any]] = []
     for turn in turns:
         role = "assistant" if turn.role == "assistant" else "user"
-        blocks = [_block(p) for p in turn.parts if p.kind in accepts] if role == "user" else []
+        blocks = (
+            [_block(p, splice) for p in turn.parts if p.kind in accepts] if role == "user" else []
+        )
         if not (turn.content.strip() or blocks) or (not messages and role == "assistant"):
             continue
         content: Any = turn.content
@@ -76,10 +84,12 @@ def alternate_roles(
     return messages
 
 
-def _block(part: MediaPart) -> dict[str, Any]:
-    """An image or document content block with base64 data (never a URL)."""
+def _block(part: MediaPart, splice: Splice | None = None) -> dict[str, Any]:
+    """An image or document content block with base64 data (never a URL);
+    with `splice`, the data is its stand-in (see `providers._splice`)."""
     kind = "image" if part.kind == "image" else "document"
-    source = {"type": "base64", "media_type": part.mime, "data": part.data.decode("ascii")}
+    data = splice.data(part) if splice is not None else part.data.decode("ascii")
+    source = {"type": "base64", "media_type": part.mime, "data": data}
     return {"type": kind, "source": source}
 
 
@@ -172,8 +182,9 @@ class AnthropicProvider:
         message_start, output tokens from message_delta. A stream that ends
         without message_stop is an error, not a short answer.
         """
-        messages = alternate_roles(prompt.messages, accepts=self.accepts)
-        has_media = any(isinstance(m["content"], list) for m in messages)
+        media = Splice()
+        messages = alternate_roles(prompt.messages, accepts=self.accepts, splice=media)
+        has_media = bool(media)
         if not messages:
             raise InvalidRequest(
                 f"Provider {self.name!r} got a prompt without a user message.", provider=self.name
@@ -183,13 +194,16 @@ class AnthropicProvider:
         output_tokens = 0
         stopped = False
         try:
-            events = await self._client.messages.create(
-                model=self.model,
-                max_tokens=self._max_tokens,
-                messages=cast("list[MessageParam]", request.pop("messages")),
-                stream=True,
-                **request,
-            )
+            if media:
+                events = await self._post_with_media(request, media)
+            else:
+                events = await self._client.messages.create(
+                    model=self.model,
+                    max_tokens=self._max_tokens,
+                    messages=cast("list[MessageParam]", request.pop("messages")),
+                    stream=True,
+                    **request,
+                )
             # `async with` closes the HTTP response on early exit and cancellation.
             async with events:
                 async for event in events:
@@ -218,6 +232,25 @@ class AnthropicProvider:
                 provider=self.name,
             )
         yield UsageReport(Usage(usage.input_tokens, output_tokens, usage.cached_input_tokens))
+
+    async def _post_with_media(
+        self, request: dict[str, Any], media: Splice
+    ) -> anthropic.AsyncStream[RawMessageStreamEvent]:
+        """The request `messages.create` would send, through the SDK's own
+        client (its retries, errors and event parsing), with the body written
+        by `media`: the images' base64 goes out of the bytes the prompt holds
+        instead of being decoded to text and encoded again by the SDK."""
+        body = media.body(
+            {"max_tokens": self._max_tokens, "model": self.model, "stream": True, **request}
+        )
+        return await self._client.post(
+            "/v1/messages",
+            cast_to=Message,
+            content=body,
+            options={"headers": {"Content-Length": str(len(body))}},
+            stream=True,
+            stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+        )
 
     def _mapped(self, exc: Exception) -> ProviderError:
         """The `ProviderError` for an SDK/transport exception; one sentence each."""

@@ -6,11 +6,8 @@ whose message names the config entry and never carries the API key.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import re
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +16,8 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
-from chatbridge.core.models import MediaPart, Turn, Usage
+from chatbridge.core.models import Turn, Usage
+from chatbridge.providers._splice import Splice
 from chatbridge.providers._wire import (
     PLACEHOLDER_KEY,
     media_accepted,
@@ -260,72 +258,6 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
-
-
-class Splice:
-    """Stands in for the data URLs of a request's images and PDFs, then writes
-    the request body with their base64 bytes put in place (one copy each)."""
-
-    def __init__(self) -> None:
-        self._tag = f"chatbridge-media-{uuid.uuid4().hex}"
-        self._parts: list[MediaPart] = []
-
-    def __bool__(self) -> bool:
-        return bool(self._parts)
-
-    def url(self, part: MediaPart) -> str:
-        self._parts.append(part)
-        return f"{self._tag}-{len(self._parts) - 1}"
-
-    def body(self, request: dict[str, Any]) -> SplicedBody:
-        text = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
-        pattern = re.compile(re.escape(self._tag.encode()) + rb"-(\d+)")
-        pieces: list[bytes] = []
-        last = 0
-        for match in pattern.finditer(text):
-            part = self._parts[int(match.group(1))]
-            pieces += [text[last : match.start()], f"data:{part.mime};base64,".encode(), part.data]
-            last = match.end()
-        pieces.append(text[last:])
-        return SplicedBody(pieces)
-
-
-class SplicedBody:
-    """A request body sent piece by piece, never joined: the base64 of an image
-    goes out of the bytes the prompt already holds. Its length is sent as
-    Content-Length. Every `__aiter__` starts over, so the SDK may send it
-    again on a retry; the SDK only retries a body it can rewind, so this one
-    answers its `seekable`/`tell`/`seek` questions (`read` is never used: it
-    has no `__iter__`, so httpx streams it asynchronously)."""
-
-    CHUNK = 256 * 1024
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = pieces
-
-    def __len__(self) -> int:
-        return sum(len(p) for p in self._pieces)
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks()
-
-    def read(self, size: int = -1) -> bytes:  # pragma: no cover - present for the SDK's check
-        raise io.UnsupportedOperation("SplicedBody is streamed with async iteration")
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return 0
-
-    def seek(self, position: int, whence: int = 0) -> int:
-        return 0
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        for piece in self._pieces:
-            view = memoryview(piece)
-            for start in range(0, len(view), self.CHUNK):
-                yield bytes(view[start : start + self.CHUNK])
 
 
 def _refused_request(exc: Exception) -> bool:

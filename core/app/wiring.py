@@ -29,7 +29,7 @@ from chatbridge.core.clock import Clock, SystemClock
 from chatbridge.core.engine import Engine
 from chatbridge.core.ledger import Limits
 from chatbridge.core.limits import DEFAULT_HOLD_TTL, LimitGate, LimitPolicy, Price, ProviderTerms
-from chatbridge.core.media import MediaSettings
+from chatbridge.core.media import MediaSettings, image_tokens
 from chatbridge.core.ports import Transcriber
 from chatbridge.core.ports.scheduling import ConversationScheduler
 from chatbridge.core.ports.store import Store, StoreSettings
@@ -159,12 +159,14 @@ def _limits(values: LimitValues) -> Limits:
 
 
 def policy_from_config(config: ChatbridgeConfig) -> LimitPolicy:
-    """The `limits` section and each provider's `max_tokens` and `prices`.
+    """The `limits` section and each provider's `max_tokens`, `prices` and
+    per-image reservation (`core.media.image_tokens`).
 
     A hold a dead process left expires after the chain's worst time (each
     provider's `timeout` x its attempts) plus a minute, at least 5 minutes.
     """
     limits, providers = config.limits, config.providers
+    scope_models = [s.model for s in config.scopes.values() if s.model]
     terms = {}
     for name in providers.chain or tuple(providers.entries):
         entry = providers.entries[name]
@@ -172,6 +174,9 @@ def policy_from_config(config: ChatbridgeConfig) -> LimitPolicy:
         terms[name] = ProviderTerms(
             max_tokens=entry.max_tokens,
             price=None if price is None else Price(price.input_per_mtok, price.output_per_mtok),
+            image_tokens=image_tokens(
+                entry.type, [entry.model, *scope_models], vision=entry.vision
+            ),
         )
     worst = sum(
         providers.entries[n].timeout * (providers.entries[n].max_retries + 1) for n in terms

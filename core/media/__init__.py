@@ -8,8 +8,9 @@ transcribed, text files are read as text, everything else gets one sentence.
 
 from chatbridge.core.media._kinds import clean_attachments, kind_of
 from chatbridge.core.media._live import KEEP_TURNS, LiveMedia
-from chatbridge.core.media._prepare import MediaDesk, Prepared, accepted_media
+from chatbridge.core.media._prepare import MediaDesk, Prepared, accepted_media, images_to_fetch
 from chatbridge.core.media._settings import MediaSettings, parse_size
+from chatbridge.core.media._tokens import image_tokens
 
 __all__ = [
     "KEEP_TURNS",
@@ -19,6 +20,8 @@ __all__ = [
     "Prepared",
     "accepted_media",
     "clean_attachments",
+    "image_tokens",
+    "images_to_fetch",
     "kind_of",
     "parse_size",
 ]

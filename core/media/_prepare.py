@@ -8,16 +8,17 @@ could not be used. A failure of one attachment never stops the rest.
 
 from __future__ import annotations
 
-import base64
 import logging
 from dataclasses import dataclass, field
 
+from chatbridge.core.media._encode import Base64Sink
 from chatbridge.core.media._kinds import IMAGE_TYPES, PDF, is_pdf, looks_binary, sniff_image
 from chatbridge.core.media._live import LiveMedia
 from chatbridge.core.media._settings import MediaSettings
 from chatbridge.core.media._texts import human_size, media_say, placeholder
 from chatbridge.core.models import Attachment, AttachmentKind, IncomingMessage, MediaPart
 from chatbridge.core.ports import (
+    ByteSink,
     FetchFailed,
     FileSource,
     FileTooLarge,
@@ -28,7 +29,7 @@ from chatbridge.core.ports import (
     Transcriber,
 )
 
-__all__ = ["TRANSCRIBE_MAX", "MediaDesk", "Prepared", "accepted_media"]
+__all__ = ["TRANSCRIBE_MAX", "MediaDesk", "Prepared", "accepted_media", "images_to_fetch"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,20 @@ def accepted_media(provider: Provider) -> frozenset[str]:
     An optional attribute `accepts` of a provider; none means text only."""
     accepts: object = getattr(provider, "accepts", frozenset())
     return frozenset(accepts) if isinstance(accepts, frozenset | set | tuple) else frozenset()
+
+
+def images_to_fetch(
+    message: IncomingMessage, settings: MediaSettings, accepts: frozenset[str]
+) -> int:
+    """How many of the message's images `MediaDesk.prepare` would download
+    and give the model (before any is fetched: what a limit checks first)."""
+    if not (settings.images and "image" in accepts):
+        return 0
+    return sum(
+        1
+        for a in message.attachments
+        if a.kind is AttachmentKind.IMAGE and a.size <= settings.max_file_bytes
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +141,12 @@ class MediaDesk:
             elif "image" not in accepts:
                 turn.say("no_vision")
             else:
-                data = await _fetch(source, attachment, settings.max_file_bytes)
-                mime = sniff_image(data)
+                sink = await _fetch_encoded(source, attachment, settings.max_file_bytes)
+                mime = sniff_image(sink.head)
                 if mime not in IMAGE_TYPES:
                     turn.say("not_an_image", name=name)
                     return
-                turn.parts.append(MediaPart("image", mime, _b64(data), name))
+                turn.parts.append(MediaPart("image", mime, sink.finish(), name))
                 turn.marks.append(placeholder(turn.language, "image"))
         elif kind in (AttachmentKind.VOICE, AttachmentKind.AUDIO):
             await self._listen(turn, attachment, source, settings)
@@ -146,11 +161,11 @@ class MediaDesk:
             if "document" not in accepts:
                 turn.say("no_pdf", name=name)
                 return
-            data = await _fetch(source, attachment, settings.max_file_bytes)
-            if not bytes(data[:5]) == b"%PDF-":
+            sink = await _fetch_encoded(source, attachment, settings.max_file_bytes)
+            if not sink.head.startswith(b"%PDF-"):
                 turn.say("fetch_failed", name=name)
                 return
-            turn.parts.append(MediaPart("document", PDF, _b64(data), name))
+            turn.parts.append(MediaPart("document", PDF, sink.finish(), name))
             turn.marks.append(placeholder(turn.language, "pdf", name=name))
         else:
             turn.say("unsupported", name=name)
@@ -204,13 +219,27 @@ def _assemble(turn: _Turn) -> Prepared:
     )
 
 
-async def _fetch(source: FileSource | None, attachment: Attachment, limit: int) -> bytearray:
+async def _fetch(
+    source: FileSource | None, attachment: Attachment, limit: int, sink: ByteSink | None = None
+) -> bytearray:
     if attachment.size > limit:
         # Refused on the platform's word: not a byte is fetched.
         raise FileTooLarge(f"{attachment.kind} of {attachment.size} bytes over {limit}")
     if source is None:
         raise FetchFailed("this platform cannot hand over files")
-    return await source.fetch_file(attachment, limit=limit)
+    if sink is None:
+        return await source.fetch_file(attachment, limit=limit)
+    return await source.fetch_file(attachment, limit=limit, sink=sink)
+
+
+async def _fetch_encoded(
+    source: FileSource | None, attachment: Attachment, limit: int
+) -> Base64Sink:
+    """The file base64-encoded while it downloads (images and PDFs go to the
+    model so): the encoding overlaps the transfer, the raw file is never whole."""
+    sink = Base64Sink()
+    await _fetch(source, attachment, limit, sink)
+    return sink
 
 
 def _limit_for(attachment: Attachment, settings: MediaSettings) -> int:
@@ -225,11 +254,3 @@ def _name(attachment: Attachment) -> str:
     return {"image": "Image", "voice": "Voice message", "audio": "Audio"}.get(
         attachment.kind.value, "File"
     )
-
-
-def _b64(data: bytearray) -> bytes:
-    """Base64 of `data`, which is emptied once encoded: a 10 MB image is held
-    as 10 MB, then as its 13.3 MB encoding, never as both for longer."""
-    encoded = base64.b64encode(data)
-    data.clear()
-    return encoded

@@ -34,6 +34,7 @@ from chatbridge.core.ports.delivery import (
     in_progress_phase,
 )
 from chatbridge.core.ports.media import (
+    ByteSink,
     FetchFailed,
     FileSource,
     FileTooLarge,
@@ -70,6 +71,7 @@ from chatbridge.core.ports.routes import Route, WebHandler, WebRequest, WebRespo
 from chatbridge.core.ports.store import ChannelCursors
 
 __all__ = [
+    "ByteSink",
     "ChannelCursors",
     "DeliveryError",
     "DeliveryRetry",

@@ -16,7 +16,14 @@ from typing import Protocol, runtime_checkable
 
 from chatbridge.core.models import Attachment
 
-__all__ = ["FetchFailed", "FileSource", "FileTooLarge", "MediaError", "Transcriber"]
+__all__ = [
+    "ByteSink",
+    "FetchFailed",
+    "FileSource",
+    "FileTooLarge",
+    "MediaError",
+    "Transcriber",
+]
 
 
 class MediaError(Exception):
@@ -31,12 +38,30 @@ class FetchFailed(MediaError):
     pass
 
 
+class ByteSink(Protocol):
+    """Where a download's bytes go as they arrive, when core wants them
+    transformed on the way (an image is base64-encoded while it downloads,
+    so the encoding overlaps the transfer and the raw file is never held
+    whole)."""
+
+    def expect(self, size: int) -> None:
+        """The size the server announced (a hint for sizing; it may lie)."""
+        ...
+
+    def write(self, chunk: bytes) -> None:
+        """The next chunk of the body, in order."""
+        ...
+
+
 @runtime_checkable
 class FileSource(Protocol):
     """What an outbox offers when its platform can hand over attachments."""
 
-    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
-        """The attachment's bytes, at most `limit` of them.
+    async def fetch_file(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
+        """The attachment's bytes, at most `limit` of them; with `sink`, each
+        chunk goes to `sink.write` as it arrives instead, and the result is empty.
 
         Raises `FileTooLarge` before any byte is read when the platform reports
         a larger size, and as soon as more than `limit` bytes arrive (sizes

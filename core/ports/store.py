@@ -334,8 +334,9 @@ class Store(Sessions, Memory, Inbox, ChannelCursors, Ledger, Links, Protocol):
     entered with `async with`, which opens it and closes it on the way out)."""
 
     async def open(self) -> None:
-        """Create or check the file / connect, once, before any other call;
-        raises `StoreError` (naming the file or URL) when the store cannot be used."""
+        """Create or check the file / connect, before any other call; raises
+        `StoreError` (naming the file or URL) when the store cannot be used.
+        Opening an open store does nothing."""
         ...
 
     async def aclose(self) -> None:

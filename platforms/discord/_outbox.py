@@ -15,6 +15,7 @@ import discord
 
 from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
+    ByteSink,
     DeliveryError,
     DeliveryRetry,
     FetchFailed,
@@ -130,11 +131,13 @@ class DiscordOutbox:
         self._files = files
         self._delivery = discord_delivery()
 
-    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch_file(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         """`core.ports.FileSource`: the attachment from its CDN URL, capped."""
         if self._files is None:
             raise FetchFailed("discord: this outbox cannot fetch files")
-        return await self._files.get(attachment.ref, limit=limit)
+        return await self._files.get(attachment.ref, limit=limit, sink=sink)
 
     async def send(self, text: str) -> SentMessage:
         if self._open_thread:

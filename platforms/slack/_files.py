@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from chatbridge.core.models import Attachment
-from chatbridge.core.ports import FetchFailed
+from chatbridge.core.ports import ByteSink, FetchFailed
 from chatbridge.platforms._download import Downloader
 
 __all__ = ["SlackFiles"]
@@ -24,7 +24,9 @@ class SlackFiles:
         self._api_host = urlsplit(base_url).hostname or ""
         self._downloader = Downloader("slack")
 
-    async def fetch(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         host = urlsplit(attachment.ref).hostname or ""
         if not (host == "slack.com" or host.endswith(".slack.com") or host == self._api_host):
             raise FetchFailed("slack file: not on a Slack host; the token is not sent there")
@@ -33,6 +35,7 @@ class SlackFiles:
             limit=limit,
             headers={"Authorization": f"Bearer {self._token}"},
             refuse_html=not attachment.mime.startswith("text/html"),
+            sink=sink,
         )
 
     async def aclose(self) -> None:

@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
+    ByteSink,
     DeliveryError,
     DeliveryRetry,
     FetchFailed,
@@ -150,11 +151,13 @@ class SlackOutbox:
         self._look_back = look_back
         self._files = files
 
-    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch_file(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         """`core.ports.FileSource`: the file from `url_private_download`, capped."""
         if self._files is None:
             raise FetchFailed("slack: this outbox cannot fetch files")
-        return await self._files.fetch(attachment, limit=limit)
+        return await self._files.fetch(attachment, limit=limit, sink=sink)
 
     async def send(self, text: str) -> SentMessage:
         channel, thread_ts = self._address.channel, self._address.thread_ts or None

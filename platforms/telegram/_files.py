@@ -12,7 +12,7 @@ from telegram import Bot
 from telegram.error import TelegramError
 
 from chatbridge.core.models import Attachment
-from chatbridge.core.ports import FetchFailed, FileTooLarge
+from chatbridge.core.ports import ByteSink, FetchFailed, FileTooLarge
 from chatbridge.platforms._download import Downloader
 
 from ._filters import photo_sizes
@@ -33,7 +33,9 @@ class TelegramFiles:
         self._bot = bot
         self._downloader = Downloader("telegram")
 
-    async def fetch(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         """See `core.ports.FileSource.fetch_file`; a photo is fetched in the
         largest size that fits `limit`."""
         try:
@@ -58,7 +60,7 @@ class TelegramFiles:
             raise FileTooLarge(f"telegram file: {file.file_size} bytes over {limit}")
         if not file.file_path:
             raise FetchFailed("telegram getFile: no file_path")
-        return await self._downloader.get(file.file_path, limit=limit)
+        return await self._downloader.get(file.file_path, limit=limit, sink=sink)
 
     async def aclose(self) -> None:
         await self._downloader.aclose()

@@ -14,6 +14,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from chatbridge.core.models import Attachment
 from chatbridge.core.ports import (
+    ByteSink,
     DeliveryError,
     DeliveryRetry,
     FetchFailed,
@@ -114,11 +115,13 @@ class TelegramOutbox:
         self._draft_id = new_draft_id(reply_to)
         self._files = files
 
-    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch_file(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         """`core.ports.FileSource`: the attachment's bytes through getFile."""
         if self._files is None:
             raise FetchFailed("telegram: this outbox cannot fetch files")
-        return await self._files.fetch(attachment, limit=limit)
+        return await self._files.fetch(attachment, limit=limit, sink=sink)
 
     async def send(self, text: str) -> SentMessage:
         reply = None

@@ -105,7 +105,10 @@ class JsonStore(StoreBase):
         self._links = LinkBook()
 
     async def open(self) -> None:
-        """Load both files; a damaged one raises `StoreCorrupt` and is not touched."""
+        """Load both files; a damaged one raises `StoreCorrupt` and is not touched.
+        Open already: nothing to do (a second lock would refuse this process)."""
+        if self._open:
+            return
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:

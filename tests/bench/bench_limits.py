@@ -19,6 +19,8 @@ Three measurements, each printed as it ran:
    where hiredis is installed, also the one call with redis-py's pure-Python
    reply parser. Round trips are calls of redis-py's `send_packed_command`.
 
+`BENCH_ROUNDS=1` makes a quick run (11 rounds by default).
+
 The issue's bound: the check must cost under 10 % of the engine's
 per-message cost on SQLite (the "engine alone" CPU µs of table 1); table 3
 also divides by the Redis engine's own (table 2).

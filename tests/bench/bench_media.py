@@ -11,14 +11,20 @@ run in this process, so the child's memory is chatbridge's alone.
    one photo of `--mb` MB (PNG signature, random bytes) is answered; the new
    peak minus idle is what handling the image cost, printed as a multiple of
    the image's size.
-2. Time: rounds alternate a text message and a photo with the same caption
-   (each from a new user, so no image stays in a live session), timed from the
-   update being queued to the answer in the chat; the difference of the
-   medians is what an image adds. Beside it, the same download (the fake's
-   `/file/bot…` URL through chatbridge's capped `Downloader`) plus base64
-   encoding, timed in this process: the floor an image cannot go below.
-   The image also travels to the model (13.3 MB of JSON over loopback, parsed
-   by the fake), which the difference includes.
+2. Time: each round is a text message, a photo with the same caption (each
+   from a new user, so no image stays in a live session), both timed from the
+   update being queued to the answer in the chat, and then the floor: what a
+   Telegram image inherently costs to fetch, done plainly one step after the
+   other in this process: `getFile` (python-telegram-bot, as the child calls
+   it), the download of the same size (the fake's `/file/bot…` URL through
+   chatbridge's capped `Downloader`) and `base64.b64encode`. Rounds interleave
+   (text, photo, floor; text, photo, floor; …) so load changes hit all three.
+   The difference of the first two medians is what an image adds; the image
+   also travels to the model (13.3 MB of JSON over loopback, received and
+   parsed by the fake in this process), and that share, the fake's handler
+   time for a photo request less that for a text request, is taken off. The
+   same comparison is also made round by round (paired), which load that
+   changes between rounds disturbs less.
 """
 
 from __future__ import annotations
@@ -28,11 +34,15 @@ import asyncio
 import base64
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from telegram import Bot
+
 from chatbridge.platforms._download import Downloader
+from chatbridge.platforms.telegram._files import file_base_url
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -79,26 +89,72 @@ async def answered(telegram: FakeTelegram, chat: int, push: object) -> float:
     return time.perf_counter() - started
 
 
-async def floor(telegram: FakeTelegram, data: bytes, rounds: int) -> list[float]:
-    """Download through chatbridge's Downloader plus base64, as the child does it."""
-    file_id = telegram.add_file(data, path="photos/floor.jpg")
-    url = f"http://127.0.0.1:{telegram.port}/file/bot{telegram.token}/photos/floor.jpg"
-    assert file_id
+class Floor:
+    """getFile, download, base64 of one photo, one after the other, in a
+    process of its own (`--floor`), as the child fetches across processes."""
+
+    def __init__(self, telegram: FakeTelegram) -> None:
+        self._telegram = telegram
+        self._process: asyncio.subprocess.Process | None = None
+        self.steps: list[tuple[float, float, float]] = []
+
+    async def __aenter__(self) -> Floor:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.bench.bench_media", "--floor",
+            self._telegram.base_url, self._telegram.token,
+            env=clean_env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        process = self._process
+        assert process is not None
+        assert process.stdin is not None
+        process.stdin.close()
+        await process.wait()
+
+    async def once(self, data: bytes, n: int) -> None:
+        process = self._process
+        assert process is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
+        file_id = self._telegram.add_file(data, path=f"photos/floor{n}.jpg")
+        process.stdin.write(f"{file_id} {len(data)}\n".encode())
+        line = await asyncio.wait_for(process.stdout.readline(), 120)
+        get_file, download, encode = (float(x) for x in line.split())
+        self.steps.append((get_file, download, encode))
+
+
+async def fetch_floor(base_url: str, token: str) -> None:
+    """The `--floor` process: for each `file_id size` line, getFile through
+    python-telegram-bot, the download through chatbridge's `Downloader`, then
+    `base64.b64encode`; prints the three durations."""
+    bot = Bot(token, base_url=base_url, base_file_url=file_base_url(base_url))
+    await bot.initialize()
     downloader = Downloader("bench")
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        body = await downloader.get(url, limit=len(data) + 1)
-        text = base64.b64encode(body).decode("ascii")
-        times.append(time.perf_counter() - started)
-        del body, text
-    await downloader.aclose()
-    return times
+    loop = asyncio.get_running_loop()
+    try:
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            file_id, size = line.split()
+            started = time.perf_counter()
+            file = await bot.get_file(file_id)
+            fetched = time.perf_counter()
+            assert file.file_path
+            body = await downloader.get(file.file_path, limit=int(size))
+            downloaded = time.perf_counter()
+            encoded = base64.b64encode(body)
+            done = time.perf_counter()
+            assert len(encoded) > len(body)
+            del body, encoded
+            print(f"{fetched - started} {downloaded - fetched} {done - downloaded}", flush=True)
+    finally:
+        await downloader.aclose()
+        await bot.shutdown()
 
 
 async def main(rounds: int, mb: float) -> None:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; image {mb:g} MB")
-    async with FakeTelegram() as telegram, FakeOpenAI() as openai:
+    async with FakeTelegram() as telegram, FakeOpenAI() as openai, Floor(telegram) as floor:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
             config = workdir / "chatbridge.yaml"
@@ -138,7 +194,7 @@ async def main(rounds: int, mb: float) -> None:
                         telegram, chat, lambda c=chat, p=photo: telegram.push_media(
                             c, c, caption="Was steht da?", photo=[p])))  # fmt: skip
                     image_server.append(openai.requests[-1].server_seconds)
-                floor_times = await floor(telegram, data, rounds)
+                    await floor.once(image(mb, 100 + n), n)
             finally:
                 child.terminate()
                 await child.wait()
@@ -165,11 +221,33 @@ async def main(rounds: int, mb: float) -> None:
           f"{fake:.3f} |")  # fmt: skip
     print(f"| added by the image in `run` (the difference less the fake's share) | "
           f"{photo_s - text - fake:.3f} |")  # fmt: skip
-    print(f"| download + base64 of the same bytes (this process) | "
-          f"{statistics.median(floor_times):.3f} |")  # fmt: skip
+    steps = floor.steps
+    for i, what in enumerate(("getFile", "download", "base64")):
+        print(f"| floor: {what} | {statistics.median(s[i] for s in steps):.3f} |")
+    print(f"| **floor: getFile + download + base64, one after the other** | "
+          f"{statistics.median(sum(s) for s in steps):.3f} |")  # fmt: skip
+    # The same, round by round (each round's photo less its text, less the
+    # fake's share, beside that round's floor): load that changes between
+    # rounds moves both sides of one comparison alike.
+    added = [
+        (p - t) - (ps - ts)
+        for p, t, ps, ts in zip(image_times, text_times, image_server, text_server, strict=True)
+    ]
+    floors = [sum(s) for s in steps]
+    over = [a - f for a, f in zip(added, floors, strict=True)]
+    within = sum(o <= 0 for o in over)
+    print(f"| round by round: added by the image in `run`, median | "
+          f"{statistics.median(added):.3f} |")  # fmt: skip
+    print(f"| round by round: `run` minus the floor, median | "
+          f"{statistics.median(over):+.3f} |")  # fmt: skip
+    print(f"| rounds where the image added no more than that round's floor | "
+          f"{within} of {rounds} |")  # fmt: skip
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--floor"]:
+        asyncio.run(fetch_floor(sys.argv[2], sys.argv[3]))
+        sys.exit()
     parser = argparse.ArgumentParser()
     parser.add_argument("rounds", nargs="?", type=int, default=5)
     parser.add_argument("--mb", type=float, default=10.0)

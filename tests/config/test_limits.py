@@ -145,3 +145,32 @@ def test_usage_reads_scope_pools_without_the_providers_section(tmp_path: Path) -
     text = path.read_text().replace("${MISSING_KEY}", "sk-x")
     error = load_error(tmp_path, text.replace("provider: main", "provider: mian"))
     assert [issue.path for issue in error.issues] == ["scopes.telegram.provider"]
+
+
+def test_each_provider_reserves_its_most_expensive_image(tmp_path: Path) -> None:
+    from chatbridge.core.app.wiring import policy_from_config
+
+    cfg = load_ok(
+        tmp_path,
+        """
+        providers:
+          default: main
+          fallback: [mini, claude, local, echo]
+          main: {type: openai, model: gpt-5.4-mini, api_key: k}
+          mini: {type: openai, model: gpt-4o-mini, api_key: k}
+          claude: {type: anthropic, model: claude-sonnet-4-5, api_key: k}
+          local: {type: openai, model: llama3.2, base_url: "http://127.0.0.1:1/v1", vision: false}
+          echo: {type: debug}
+        scopes:
+          "telegram:-1001": {provider: main, model: GPT-4o-mini-2024-07-18}
+        """,
+    )
+    terms = policy_from_config(cfg).terms
+    assert {name: t.image_tokens for name, t in terms.items()} == {
+        # A scope asks `main` with gpt-4o-mini, whose tiles cost most.
+        "main": 2_833 + 8 * 5_667,
+        "mini": 2_833 + 8 * 5_667,
+        "claude": 4_800,
+        "local": 0,  # it is never sent an image
+        "echo": 0,
+    }

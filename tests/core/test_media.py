@@ -22,7 +22,7 @@ from chatbridge.core.models import (
     Conversation,
     IncomingMessage,
 )
-from chatbridge.core.ports import FetchFailed, FileTooLarge, MediaRejected
+from chatbridge.core.ports import ByteSink, FetchFailed, FileTooLarge, MediaRejected
 from chatbridge.providers.base import Prompt
 from chatbridge.stores.sqlite import SqliteStore
 from tests.support.closing import Closing
@@ -40,14 +40,21 @@ class FileOutbox(RecordingOutbox):
         self.files = files
         self.fetched: list[str] = []
 
-    async def fetch_file(self, attachment: Attachment, *, limit: int) -> bytearray:
+    async def fetch_file(
+        self, attachment: Attachment, *, limit: int, sink: ByteSink | None = None
+    ) -> bytearray:
         data = self.files.get(attachment.ref)
         if data is None:
             raise FetchFailed("gone")
         if len(data) > limit:
             raise FileTooLarge("too large")
         self.fetched.append(attachment.ref)
-        return bytearray(data)
+        if sink is None:
+            return bytearray(data)
+        sink.expect(len(data))
+        for start in range(0, len(data), 1000):  # in chunks, as a download arrives
+            sink.write(data[start : start + 1000])
+        return bytearray()
 
 
 class Hearing:
@@ -110,7 +117,7 @@ def _image(ref: str, size: int = 0) -> Attachment:
 
 def _parts(prompt: Prompt) -> list[list[bytes]]:
     """Per user turn of the prompt: the base64 data of its parts."""
-    return [[p.data for p in t.parts] for t in prompt.messages if t.role == "user"]
+    return [[bytes(p.data) for p in t.parts] for t in prompt.messages if t.role == "user"]
 
 
 async def _open(engine: Engine, closing: Closing) -> None:

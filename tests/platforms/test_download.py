@@ -88,3 +88,36 @@ async def test_a_refused_connection_is_fetch_failed_without_the_url(closing: Clo
     with pytest.raises(FetchFailed) as caught:
         await downloader.get("http://127.0.0.1:9/secret-token/file", limit=10)
     assert "secret-token" not in str(caught.value)
+
+
+class Chunks:
+    """A `ByteSink` that keeps what it was given, as given."""
+
+    def __init__(self) -> None:
+        self.expected: int | None = None
+        self.chunks: list[bytes] = []
+
+    def expect(self, size: int) -> None:
+        self.expected = size
+
+    def write(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+
+
+async def test_a_sink_gets_the_body_under_the_same_caps(
+    server: tuple[Server, str], closing: Closing
+) -> None:
+    state, base = server
+    downloader = closing(Downloader("test"))
+    sink = Chunks()
+    assert await downloader.get(f"{base}/exact", limit=10_000, sink=sink) == bytearray()
+    assert (sink.expected, b"".join(sink.chunks)) == (5000, b"y" * 5000)
+    with pytest.raises(FileTooLarge):
+        await downloader.get(f"{base}/exact", limit=4999, sink=Chunks())
+    capped = Chunks()
+    with pytest.raises(FileTooLarge):
+        await downloader.get(f"{base}/chunked", limit=100_000, sink=capped)
+    await downloader.aclose()
+    await asyncio.wait_for(state.finished.wait(), 30)
+    assert state.written < CHUNKS * CHUNK, "the server was cut off before the end"
+    assert sum(map(len, capped.chunks)) <= 100_000, "nothing past the limit reached the sink"

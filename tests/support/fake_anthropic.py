@@ -26,6 +26,9 @@ from tests.support.sse import Body, FakeSSEServer, Fault, Frames, sse
 
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 MAX_BREAKPOINTS = 4
+IMAGE_TOKENS = 1_398
+"""What the fake counts per image block: Anthropic's width x height / 750 for
+a 1024x1024 image, the prompt's other tokens being its words."""
 
 
 def _blocks(body: Body) -> list[tuple[str, Body]]:
@@ -170,7 +173,9 @@ class FakeAnthropic(FakeSSEServer):
             if isinstance(content, str):
                 return len(content.split())
             if isinstance(content, list):
-                return sum(words(block.get("text", "")) for block in content)
+                images = sum(1 for block in content if block.get("type") == "image")
+                text = sum(words(block.get("text", "")) for block in content)
+                return text + IMAGE_TOKENS * images
             return 0
 
         system = words(body.get("system", ""))

@@ -22,6 +22,9 @@ from aiohttp import web
 from tests.support.sse import Body, FakeSSEServer, Fault, Frames, sse
 
 CREATED = 1_700_000_000
+IMAGE_TOKENS = 765
+"""What the fake counts per image part: gpt-4o's count for a 1024x1024 image
+(high detail), the prompt's other tokens being its words."""
 
 
 def _words(messages: list[Body]) -> int:
@@ -186,4 +189,14 @@ class FakeOpenAI(FakeSSEServer):
         }
 
     def prompt_words(self, body: Body) -> int:
-        return _words(body.get("messages", []))
+        """The prompt's words, plus `IMAGE_TOKENS` per image (as OpenAI counts
+        image tokens into `prompt_tokens`)."""
+        messages = body.get("messages", [])
+        images = sum(
+            1
+            for m in messages
+            if isinstance(m.get("content"), list)
+            for p in m["content"]
+            if isinstance(p, dict) and p.get("type") == "image_url"
+        )
+        return _words(messages) + IMAGE_TOKENS * images

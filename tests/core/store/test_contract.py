@@ -153,3 +153,19 @@ async def test_a_commit_adding_every_turn_rewrites_the_session(store: AnyStore) 
     loaded = await store.load_session(first.session.key)
     assert loaded is not None
     assert loaded.turns == turns
+
+
+async def test_async_with_opens_and_closes_and_a_second_open_changes_nothing(
+    backend: str, path: Path
+) -> None:
+    """The contract's `async with store:` opens the store and closes it on the
+    way out; `open` on an open store is harmless (a caller that opened it
+    before entering). Only the store shared by replicas gives leases."""
+    async with new_store(backend, path) as store:
+        await store.open()
+        await store.commit_exchange(exchange("eins"))
+        assert (store.replication(lease_ttl=5.0) is not None) == (backend == "redis")
+    with pytest.raises(StoreError):
+        await store.ring("telegram:1", since=0)  # closed on the way out
+    async with new_store(backend, path) as again:
+        assert [e.user_message for e in await again.ring("telegram:1", since=0)] == ["eins"]
