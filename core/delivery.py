@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from chatbridge.core.ports import (
     DeliveryError,
@@ -284,7 +285,7 @@ class StreamingReply:
         if not self._live_asked:
             self._live_asked = True
             if not final and not self._posted and _previews(type(self._outbox)):
-                self._live = self._outbox.live_preview()
+                self._live = cast(PreviewSource, self._outbox).live_preview()
         return self._live
 
     async def _show(self, text: str, *, final: bool) -> bool:
@@ -325,7 +326,7 @@ class StreamingReply:
         if not head.strip():
             return True  # nothing to post yet: look when there is
         self._looks += 1
-        found = await self._outbox.posted_before(head, after=after)
+        found = await cast(PostedLookup, self._outbox).posted_before(head, after=after)
         if found.ahead and not final and self._looks < MAX_LOOKS:
             return False
         self._looked = True
