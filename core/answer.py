@@ -133,7 +133,12 @@ class Answerer:
         async def record_posted(sent: tuple[str, ...]) -> None:
             await self._store.inbox_progress(entry.key, sent=sent)
 
-        reply = StreamingReply(outbox, sent=entry.sent, on_posted=record_posted)
+        # Recorded references let a restart edit instead of posting again;
+        # where none outlives the process, recording them is a write for nothing.
+        lasting = outbox.limits.edits_after_restart
+        reply = StreamingReply(
+            outbox, sent=entry.sent, on_posted=record_posted if lasting else None
+        )
         usage = Usage()
         meter, admitted, completed = Meter(), None, False
         try:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from chatbridge.core.ports import (
     DeliveryError,
@@ -282,8 +284,8 @@ class StreamingReply:
         interval is sent without one)."""
         if not self._live_asked:
             self._live_asked = True
-            if not final and not self._posted and isinstance(self._outbox, PreviewSource):
-                self._live = self._outbox.live_preview()
+            if not final and not self._posted and _previews(type(self._outbox)):
+                self._live = cast(PreviewSource, self._outbox).live_preview()
         return self._live
 
     async def _show(self, text: str, *, final: bool) -> bool:
@@ -316,7 +318,7 @@ class StreamingReply:
         then posts nothing yet, and looks again with more text)."""
         if self._looked:
             return True
-        if not isinstance(self._outbox, PostedLookup):
+        if not _looks_back(type(self._outbox)):
             self._looked = True  # asked once: this outbox cannot look back
             return True
         after = self._posted[-1].sent if self._posted else None
@@ -324,7 +326,7 @@ class StreamingReply:
         if not head.strip():
             return True  # nothing to post yet: look when there is
         self._looks += 1
-        found = await self._outbox.posted_before(head, after=after)
+        found = await cast(PostedLookup, self._outbox).posted_before(head, after=after)
         if found.ahead and not final and self._looks < MAX_LOOKS:
             return False
         self._looked = True
@@ -426,6 +428,19 @@ class StreamingReply:
                 if self._on_posted is not None:
                     await self._on_posted(self.sent)
         return complete
+
+
+@functools.lru_cache(maxsize=256)
+def _looks_back(kind: type) -> bool:
+    """Whether outboxes of `kind` are `PostedLookup`s: asked once per class,
+    since a protocol check walks the protocol's members on every call."""
+    return issubclass(kind, PostedLookup)
+
+
+@functools.lru_cache(maxsize=256)
+def _previews(kind: type) -> bool:
+    """Whether outboxes of `kind` are `PreviewSource`s (once per class)."""
+    return issubclass(kind, PreviewSource)
 
 
 def _log_wait(exc: DeliveryRetry) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 import time
 import uuid
@@ -89,6 +90,10 @@ class Engine:
         self._given: dict[str, Outbox] = {}  # inbox key -> outbox passed to `handle`
         self._finished: dict[str, asyncio.Future[None]] = {}
         self._draining = False
+        # A message without a platform ID gets a key unique across processes:
+        # random per engine, counted within it (no random draw per message).
+        self._local_prefix = f"{uuid.uuid4().hex}-"
+        self._local_ids = itertools.count()
 
     def _answerer_for(self, access: AccessPolicy) -> Answerer:
         return Answerer(
@@ -151,9 +156,9 @@ class Engine:
             raise NotAccepting("shutting down")
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
-        message = dataclasses.replace(
-            message, text=clean_text(message.text), attachments=clean_attachments(message)
-        )
+        text, attachments = clean_text(message.text), clean_attachments(message)
+        if text != message.text or attachments != message.attachments:
+            message = dataclasses.replace(message, text=text, attachments=attachments)
         now = self.clock.now()
         # A message fetched late (Discord catch-up) is as old as its user's send.
         received_at = min(now, message.sent_at) if message.sent_at else now
@@ -201,7 +206,7 @@ class Engine:
         platform = message.conversation.platform
         if message.event_id:
             return f"{platform}:{message.event_id}"
-        return f"{platform}:local-{uuid.uuid4().hex}"
+        return f"{platform}:local-{self._local_prefix}{next(self._local_ids):x}"
 
     # -- what the scheduler asks (`ConversationWork`) ---------------------------
 
@@ -248,7 +253,7 @@ class Engine:
         await self.close(entry, outcome, place)
         if outcome is Outcome.ANSWERED:
             platform = message.conversation.platform
-            self.metrics.reply_seconds.labels(platform=platform).observe(time.monotonic() - started)
+            self.metrics.observe_reply(platform, time.monotonic() - started)
 
     async def close(
         self, entry: InboxEntry, outcome: Outcome, place: PlaceSettings | None = None

@@ -30,6 +30,7 @@ CUT_NOTES = {
 }
 
 
+@lru_cache(maxsize=1024)  # a message is cleaned on intake and again for its prompt
 def clean_text(text: str) -> str:
     """`text` with what would crash an encoder or reach a terminal removed.
 
@@ -140,6 +141,7 @@ _FOLD: dict[str, str] = {
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Mn", "Me"})
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # Hangul fillers, braille blank
 _TAG_CHARS = range(0xE0020, 0xE007F)  # invisible copies of ASCII 0x20..0x7E
+_NOT_PLAIN_ASCII = re.compile(r"[^\n\x20-\x7e]")  # folded one by one
 
 
 @lru_cache(maxsize=8192)
@@ -176,10 +178,22 @@ def skeleton(text: str) -> tuple[str, list[int]]:
     whitespace becomes " " ("\\n" stays "\\n") and the rest is case-folded.
     Only "\\n" folds to "\\n", so lines of the skeleton are lines of `text`.
     """
+    # Printable ASCII and "\n" fold to their lower case, one for one (a test
+    # checks every such character): runs of them are folded whole, and only
+    # the characters between go through `_fold` one by one.
     parts: list[str] = []
     origin: list[int] = []
-    for index, char in enumerate(text):
-        folded = _fold(char)
+    done = 0
+    for match in _NOT_PLAIN_ASCII.finditer(text):
+        index = match.start()
+        if index > done:
+            parts.append(text[done:index].lower())
+            origin.extend(range(done, index))
+        folded = _fold(match.group())
         parts.append(folded)
         origin.extend([index] * len(folded))
+        done = index + 1
+    if done < len(text):
+        parts.append(text[done:].lower())
+        origin.extend(range(done, len(text)))
     return "".join(parts), origin

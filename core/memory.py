@@ -235,7 +235,7 @@ def cut_summary(answer: str, limit: int) -> str:
     """
     kept: list[str] = []
     used = 0
-    for line in answer.strip().splitlines():
+    for line in _leading_lines(answer.strip(), limit):
         cost = len(line) + (1 if kept else 0)
         if used + cost > limit:
             break
@@ -243,6 +243,15 @@ def cut_summary(answer: str, limit: int) -> str:
         used += cost
     summary = "\n".join(kept).strip()
     return summary or cut_text(answer, limit)
+
+
+def _leading_lines(text: str, limit: int) -> list[str]:
+    """The lines of `text` that `cut_summary` can keep, without splitting all
+    of a long answer. A kept line costs its length and one, and takes that
+    and its line break (at most two characters): every line that fits ends
+    within `2 * limit + 1` characters, and a line the head cuts short is
+    still longer than what is left of the limit."""
+    return text[: 2 * limit + 2].splitlines()
 
 
 def scope_of(conversation: Conversation) -> str:
@@ -264,8 +273,10 @@ def visible_entries(
     return [entry for entry in entries if entry.scope == scope]
 
 
+@functools.lru_cache(maxsize=1024)
 def format_time(timestamp: float, tz: tzinfo | None) -> str:
-    """The seed's entry time, `05.04. 14:23`."""
+    """The seed's entry time, `05.04. 14:23`; cached, as a trimmed session
+    shows the same entries in block after block."""
     return datetime.fromtimestamp(timestamp, tz).strftime("%d.%m. %H:%M")
 
 

@@ -76,6 +76,11 @@ class Metrics:
             registry=self.registry,
         )
         self.last_usage = LastUsage()
+        # Labelled children as `labels` returned them (label values are bounded
+        # by the config: platforms, outcomes, scopes).
+        self._counted: dict[tuple[str, str, str], Counter] = {}
+        self._tokens: dict[str, tuple[Counter, Counter]] = {}
+        self._replies: dict[str, Histogram] = {}
         self.limit_refusals = Counter(
             "chatbridge_limit_refusals",
             "Messages not sent to a model because a limit refused them, by limit kind "
@@ -99,14 +104,33 @@ class Metrics:
         )
 
     def count(self, platform: str, outcome: str, *, scope: str = "default") -> None:
-        self.messages.labels(platform=platform, outcome=outcome, scope=scope).inc()
+        key = (platform, outcome, scope)
+        child = self._counted.get(key)
+        if child is None:  # `labels` resolves them by name on every call: once per set
+            child = self.messages.labels(platform=platform, outcome=outcome, scope=scope)
+            self._counted[key] = child
+        child.inc()
 
     def count_usage(self, conversation_key: str, usage: Usage, *, scope: str = "default") -> None:
         """One answer's tokens: the counters, and that conversation's last usage."""
-        self.tokens.labels(direction="input", scope=scope).inc(usage.input_tokens)
-        self.tokens.labels(direction="output", scope=scope).inc(usage.output_tokens)
+        pair = self._tokens.get(scope)
+        if pair is None:
+            pair = (
+                self.tokens.labels(direction="input", scope=scope),
+                self.tokens.labels(direction="output", scope=scope),
+            )
+            self._tokens[scope] = pair
+        pair[0].inc(usage.input_tokens)
+        pair[1].inc(usage.output_tokens)
         self.cached_tokens.inc(usage.cached_input_tokens)
         self.last_usage.remember(conversation_key, usage)
+
+    def observe_reply(self, platform: str, seconds: float) -> None:
+        """From a message's arrival to its answer being fully delivered."""
+        child = self._replies.get(platform)
+        if child is None:
+            child = self._replies[platform] = self.reply_seconds.labels(platform=platform)
+        child.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -68,7 +68,12 @@ class Fitted:
 
 def estimate_tokens(*texts: str) -> int:
     """About 4 characters a token, rounded up."""
-    return -(-sum(len(text) for text in texts) // CHARS_PER_TOKEN)
+    return estimate_chars(sum(len(text) for text in texts))
+
+
+def estimate_chars(count: int) -> int:
+    """`estimate_tokens` of texts `count` characters long together."""
+    return -(-count // CHARS_PER_TOKEN)
 
 
 def strip_bridge(content: str) -> str:
@@ -109,7 +114,8 @@ def choose_entries(
     if not asked:
         return newest
     for entry in reversed(older):
-        if asked & _words(entry.user_message, entry.assistant_summary):
+        said, answered = _words_of(entry.user_message), _words_of(entry.assistant_summary)
+        if not (asked.isdisjoint(said) and asked.isdisjoint(answered)):
             return [entry, *newest[1:]]
     return newest
 
@@ -166,24 +172,55 @@ def fit_session(
     over = estimate_tokens(system, *(turn.content for turn in turns), message) > max_tokens
     target = int(max_tokens * LOW_WATER) if over else max_tokens
     visible = _Ring(ring, key, started_at)
+
+    built: dict[int, Fitted] = {}  # the second limit reuses the first's candidates
+
+    def keep(kept: int) -> Fitted:
+        if kept not in built:
+            built[kept] = _keep(turns, kept, message, visible, inject_entries, bridge)
+        return built[kept]
+
     # Down to the low-water mark if some turns still fit there, else as many
-    # as fit: newest first, stopping at the first that meets the target.
-    fallback: Fitted | None = None
-    for kept in range(by_count, 0, -1):
-        if turns[len(turns) - 2 * kept].role != "user":
-            continue  # a damaged session may not alternate
-        fitted = _keep(turns, kept, message, visible, inject_entries, bridge)
-        size = estimate_tokens(system, *_texts(fitted))
-        if size <= target:
+    # as fit within the budget.
+    for limit in (target, max_tokens) if target < max_tokens else (target,):
+        fitted = _newest_within(turns, limit, message, system=system, by_count=by_count, keep=keep)
+        if fitted is not None:
             return fitted
-        if fallback is None and size <= max_tokens:
-            fallback = fitted
-    if fallback is not None:
-        return fallback
     candidates, _ = visible.dropped(0)
     entries = choose_entries(candidates, message, inject_entries)
     content = fit_bridge(entries, message, system=system, max_tokens=max_tokens, bridge=bridge)
     return Fitted([], content, bool(turns))
+
+
+def _newest_within(
+    turns: Sequence[Turn],
+    limit: int,
+    message: str,
+    *,
+    system: str,
+    by_count: int,
+    keep: Callable[[int], Fitted],
+) -> Fitted | None:
+    """The request keeping the most exchanges (at most `by_count`) within
+    `limit` tokens; None when even one is over it.
+
+    A candidate's turns after its head, with the system prompt and the
+    message, are a floor on its size whatever block its head gets, so a
+    count over `limit` by these alone is passed over without building its
+    block (with an echoing provider most counts are).
+    """
+    after_head = _suffix_chars(turns)
+    floor = len(system) + len(message)
+    for kept in range(by_count, 0, -1):
+        head = len(turns) - 2 * kept
+        if turns[head].role != "user":
+            continue  # a damaged session may not alternate
+        if estimate_chars(floor + after_head[head + 1]) > limit:
+            continue
+        fitted = keep(kept)
+        if estimate_tokens(system, *_texts(fitted)) <= limit:
+            return fitted
+    return None
 
 
 def fit_bridge(
@@ -215,6 +252,14 @@ def _keep(
     head = bridge(entries, raw, at) if entries else raw
     tail[0] = Turn(tail[0].role, head)
     return Fitted(tail, message, True)
+
+
+def _suffix_chars(turns: Sequence[Turn]) -> list[int]:
+    """`[i]` is the characters of `turns[i:]`; one entry past the end (0)."""
+    sums = [0] * (len(turns) + 1)
+    for index in range(len(turns) - 1, -1, -1):
+        sums[index] = sums[index + 1] + len(turns[index].content)
+    return sums
 
 
 def _texts(fitted: Fitted) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import TextIO
@@ -27,9 +28,11 @@ from chatbridge.core.ports import DirectHandler, PlatformLimits, SentMessage
 
 __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class ConsoleOutbox:
-    limits = PlatformLimits(max_chars=1_000_000, edit_interval=None)
+    limits = PlatformLimits(max_chars=1_000_000, edit_interval=None, edits_after_restart=False)
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
@@ -168,4 +171,6 @@ def _input_encoding(stream: TextIO) -> str:
 def _showable(text: str, out: TextIO) -> str:
     """`text` with what `out`'s encoding cannot write replaced by "?"."""
     name = _encoding(out)
+    if name == "utf-8" and not _SURROGATE.search(text):
+        return text  # UTF-8 writes every character but a lone surrogate
     return text.encode(name, "replace").decode(name)

@@ -6,6 +6,7 @@ malformed input; callers turn that into `StoreCorrupt` naming their file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -276,6 +277,7 @@ def pending_of(entries: Iterable[InboxEntry], user: str, until: float) -> list[s
     ]
 
 
+@functools.lru_cache(maxsize=4096)  # asked by every commit
 def user_hash(user: str) -> str:
     """How a tombstone names a forgotten user: SHA-256 hex, no readable ID is kept."""
     return hashlib.sha256(user.encode("utf-8")).hexdigest()

@@ -72,12 +72,17 @@ class PlatformLimits:
     UTF-16 code units, so one emoji is two). `typing_interval` is how often
     the typing indicator must be renewed while nothing is shown yet (Telegram
     shows it ~5 s per call; `None`: the platform has none).
+    `edits_after_restart` False says a message reference means nothing to
+    the next process (the console: what it printed cannot be changed, its
+    "edit" prints the text again), so the engine does not record references
+    for finishing an answer after a restart: that prints it again either way.
     """
 
     max_chars: int
     edit_interval: float | None = 1.0
     measure: Callable[[str], int] = len
     typing_interval: float | None = None
+    edits_after_restart: bool = True
 
 
 class Outbox(Protocol):

@@ -20,6 +20,7 @@ message says which config key to check. Users hear "try again" for the rest.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class Prompt:
     cache_key: str = ""
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def cache_key_for(conversation_key: str) -> str:
         """A stable, opaque key per conversation: the same key for every request of
         one conversation, different keys for different conversations."""

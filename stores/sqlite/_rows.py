@@ -16,6 +16,7 @@ what Python's module may quote.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -65,6 +66,7 @@ class RowReader:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._reported: set[tuple[str, object]] = set()
+        self.skipped = 0  # damaged rows met, reported or not: a read that met none is whole
 
     def read(
         self,
@@ -81,8 +83,7 @@ class RowReader:
         first identifies the row (`rowid`, `id`, or the inbox `key`) and is
         what a report names. Raises `sqlite3.Error` for a failing query.
         """
-        names = columns.split()
-        allowed = [self._allowed(table, name) for name in names]
+        allowed = _allowed_types(table, columns)
         factory = db.text_factory
         db.text_factory = _decode
         try:
@@ -111,6 +112,7 @@ class RowReader:
 
     def skip(self, table: str, ident: object) -> None:
         """Report a damaged row once; `ident` is its id (never its content)."""
+        self.skipped += 1
         shown = ident if isinstance(ident, int | str) else "?"
         if (table, shown) in self._reported:
             return
@@ -122,10 +124,14 @@ class RowReader:
             table,
         )
 
-    @staticmethod
-    def _allowed(table: str, column: str) -> frozenset[type]:
-        kinds = _IDS.get(column) or {**COLUMNS, **_EXTRA}[table][column]
-        return frozenset(_PYTHON[k] for k in kinds)
+
+@functools.lru_cache(maxsize=64)
+def _allowed_types(table: str, columns: str) -> tuple[frozenset[type], ...]:
+    """The Python types each of `columns` (space-separated) may read as."""
+    return tuple(
+        frozenset(_PYTHON[k] for k in _IDS.get(name) or {**COLUMNS, **_EXTRA}[table][name])
+        for name in columns.split()
+    )
 
 
 def reason(err: sqlite3.Error | OSError) -> str:

@@ -38,7 +38,11 @@ from pathlib import Path
 
 __all__ = ["CHECKPOINT_EVERY", "WalMarker", "stale_problem"]
 
-CHECKPOINT_EVERY = 2000  # writes; ~500 answered messages, a WAL of roughly 30 MB
+# Writes (three per answered message): a WAL of about 4 MB, near SQLite's own
+# default of 1000 pages. A small WAL is rewritten in place once checkpointed;
+# 2000 writes let it grow to ~45 MB first, and growing it cost more system
+# time per message than the extra checkpoints (benchmarked in BENCHMARKS.md).
+CHECKPOINT_EVERY = 150
 _NEW_ID = "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))"
 _BUMP = """
 INSERT INTO meta(key, value) VALUES ('epoch', '1')

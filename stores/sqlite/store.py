@@ -47,6 +47,7 @@ from chatbridge.stores.sqlite._rows import RowReader, chained, reason
 
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
+_SESSIONS_KEPT = 1_000  # sessions kept in memory before that cache starts over
 _NOTHING = Tally()
 
 _UPSERT_SESSION = """
@@ -75,7 +76,12 @@ DELETE FROM ring WHERE user = ?1 AND id <= (
 _RING = """
 SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
+# A user's whole ring (at most ?2 rows are read), to keep in memory.
+_WHOLE_RING = """
+SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
+FROM ring WHERE user = ? ORDER BY id DESC LIMIT ?"""
 _SESSION = "SELECT rowid, user, started_at, last_active FROM sessions WHERE key = ?"
+_DATA_VERSION = "PRAGMA data_version"
 _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
 # usage has no rowid (WITHOUT ROWID); a damaged row is named by its day.
 _USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
@@ -114,8 +120,11 @@ class SqliteStore(StoreBase):
     next `forget`.
 
     Several processes may share a file (WAL: readers never block the writer),
-    so admin commands work while the bot runs; sessions are read from the
-    store on every message, so what another process changed is seen at once.
+    so admin commands work while the bot runs. A session or a user's ring
+    this connection read whole or committed is kept in memory and served
+    again only while SQLite's `data_version` says no other connection has
+    committed since (one PRAGMA per read): what another process changed is
+    seen at once.
 
     An existing file is vetted read-only before it is opened for writing; a
     damaged or foreign file, or a `-wal` older than the file's last
@@ -144,6 +153,9 @@ class SqliteStore(StoreBase):
         self._holds = LedgerBook()  # this process's holds and stamps (`_ledger`)
         self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
         self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
+        self._sessions: dict[str, Session] = {}  # as stored, while `_version` holds
+        self._rings: dict[str, list[MemoryEntry]] = {}  # whole rings, oldest first, likewise
+        self._version = -1  # the file's `data_version` the kept sessions are of
 
     async def open(self) -> None:
         """Create the file (and parent dir) if missing, else vet it; then connect."""
@@ -160,18 +172,27 @@ class SqliteStore(StoreBase):
             raise StoreError(f"{self._path} could not be created ({reason(err)})") from err
         _check.check_existing(self._path)
         self._db, self._vacuum_on_forget, self._wal = _file.connect(self._path)
+        self._unchanged()  # what the file holds now is what this connection reads
 
     async def load_session(self, key: str) -> Session | None:
         """None also when the session's own row is damaged (a fresh session
         starts; its next commit replaces the row); a damaged turn is left out."""
+        kept = self._kept().get(key)
+        if kept is not None:  # a copy: the caller may change its turns
+            return Session(key, kept.user, kept.started_at, kept.last_active, list(kept.turns))
+        skipped = self._rows.skipped
         rows = self._rows_of("sessions", _SESSION, (key,), _SESSION_COLS)
         if not rows:
             return None
         _, user, started_at, last_active = rows[0]
         turns = self._rows_of("turns", _TURNS, (key,), "id role content")
-        return Session(key, user, started_at, last_active, [Turn(r, c) for _, r, c in turns])
+        session = Session(key, user, started_at, last_active, [Turn(r, c) for _, r, c in turns])
+        if self._rows.skipped == skipped:  # whole: what the file holds
+            self._keep(session)
+        return session
 
     async def save_session(self, session: Session | None, *, key: str) -> None:
+        self._sessions.pop(key, None)
         with self._txn() as db:
             db.execute("DELETE FROM turns WHERE key = ?", (key,))
             if session is None:
@@ -199,6 +220,17 @@ class SqliteStore(StoreBase):
         )
         settled = exchange.settlement
         tally = _NOTHING if settled is None else settled.tally  # built once: used twice
+        # Its stored turns become the session's own if it was kept (whole) or
+        # all its turns are written now; anything else is read again. Kept on
+        # a file another connection wrote since, it is dropped unserved: the
+        # next read's `data_version` check finds that write.
+        stored = self._sessions.pop(key, None)
+        whole = stored is not None or exchange.added_turns >= len(session.turns)
+        # The trim has nothing to delete when the kept session plus the new
+        # turns is no longer than the session (checked against other writers).
+        short = stored is not None and len(stored.turns) + len(added) <= len(session.turns)
+        ring = self._rings.pop(user, None)
+        written = False
         with self._txn() as db:
             if exchange.inbox_key:
                 _inbox.done(db, exchange.inbox_key, time.time())
@@ -206,12 +238,24 @@ class SqliteStore(StoreBase):
                 _ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+                written = True
                 db.execute(_UPSERT_SESSION, _session_row(session, key))
                 db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
-                db.execute(_TRIM_TURNS, (key, len(session.turns)))
+                if short and not self._unchanged():
+                    # Another writer committed: `_version` moved past it, so
+                    # nothing kept from before may be put back after this commit.
+                    short = whole = False
+                    ring = None
+                if not short:
+                    db.execute(_TRIM_TURNS, (key, len(session.turns)))
                 db.execute(_INSERT_ENTRY, entry)
                 db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
+        if written and whole:
+            self._keep(session)
+        if written and ring is not None:  # as _TRIM left it: the newest `_max`
+            ring.append(MemoryEntry(*entry[1:6], user, e.scope))
+            self._rings[user] = ring[-self._max :]
         if settled is not None:
             self._counted_add(settled.accounts, settled.day, settled.month, tally)
             self._holds.release(settled)
@@ -220,8 +264,26 @@ class SqliteStore(StoreBase):
         """Entries newer than `since`, oldest first; user "" (unknown owner) gets none."""
         if not user:
             return []
+        whole = self._kept_ring(user)
+        if whole is not None:
+            return [entry for entry in whole if entry.timestamp > since]
         rows = self._rows_of("ring", _RING, (user, since, self._max), _RING_COLS)
         return [MemoryEntry(*row[1:]) for row in reversed(rows)]
+
+    def _kept_ring(self, user: str) -> list[MemoryEntry] | None:
+        """`user`'s whole ring, kept in memory like sessions; None when it is
+        not whole: more rows than `max_entries` (a lowered limit, trimmed by
+        the next commit) or a damaged one, which the filtered query serves."""
+        if (whole := self._kept_rings().get(user)) is not None:
+            return whole
+        skipped = self._rows.skipped
+        rows = self._rows_of("ring", _WHOLE_RING, (user, self._max + 1), _RING_COLS)
+        if len(rows) > self._max or self._rows.skipped != skipped:
+            return None
+        if len(self._rings) >= _SESSIONS_KEPT:
+            self._rings.clear()
+        whole = self._rings[user] = [MemoryEntry(*row[1:]) for row in reversed(rows)]
+        return whole
 
     async def forget(self, user: str) -> None:
         """Delete the user's rows, mark their pending inbox entries done and
@@ -231,6 +293,8 @@ class SqliteStore(StoreBase):
         Sessions have no index on `user` (it would cost a page write per commit),
         so this scans them; forget is rare and the scan takes milliseconds.
         """
+        self._sessions.clear()
+        self._rings.clear()
         with self._txn() as db:
             db.execute(
                 "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
@@ -414,6 +478,8 @@ class SqliteStore(StoreBase):
         """Checkpoint and close; the `-wal` and `-shm` files are removed. Idempotent."""
         db, self._db = self._db, None
         wal, self._wal = self._wal, None
+        self._sessions.clear()
+        self._rings.clear()
         if db is not None and wal is not None:
             try:
                 wal.checkpoint(db, "TRUNCATE")
@@ -424,6 +490,39 @@ class SqliteStore(StoreBase):
             finally:
                 wal.close()
                 db.close()
+
+    def _kept(self) -> dict[str, Session]:
+        """The sessions kept in memory, first emptied if another connection
+        committed since they were read."""
+        self._unchanged()
+        return self._sessions
+
+    def _kept_rings(self) -> dict[str, list[MemoryEntry]]:
+        """The rings kept in memory, likewise."""
+        self._unchanged()
+        return self._rings
+
+    def _unchanged(self) -> bool:
+        """True when no other connection (another process, an admin command)
+        committed to the file since the last call: SQLite's `data_version`
+        moves only then, not for this connection's own commits. Else the kept
+        sessions are dropped."""
+        version = self._read(_DATA_VERSION, ())[0][0]
+        if version == self._version:
+            return True
+        self._sessions.clear()
+        self._rings.clear()
+        self._version = version
+        return False
+
+    def _keep(self, session: Session) -> None:
+        if len(self._sessions) >= _SESSIONS_KEPT:
+            self._sessions.clear()
+        # As a read gives it back: a stored turn keeps no media parts.
+        turns = [t if not t.parts else Turn(t.role, t.content) for t in session.turns]
+        self._sessions[session.key] = Session(
+            session.key, session.user, session.started_at, session.last_active, turns
+        )
 
     def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
         try:

@@ -373,6 +373,19 @@ async def test_store_writes_per_message_are_add_progress_and_one_commit(
         "inbox_prune": 0,
     }
 
+    # Where no message outlives the process (the console), no reference is
+    # recorded: the add, the recorded answer and the commit.
+    counts.update(dict.fromkeys(counts, 0))
+    await engine.handle(_message("Wo?", "14"), RecordingOutbox(edits_after_restart=False))
+    assert counts == {
+        "inbox_add": 1,
+        "inbox_progress": 1,
+        "inbox_done": 0,
+        "commit": 1,
+        "other": 0,
+        "inbox_prune": 0,
+    }
+
     # A command: the add and marking it done.
     counts.update(dict.fromkeys(counts, 0))
     await engine.handle(_message("/help", "13"), RecordingOutbox())

@@ -5,6 +5,8 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatbridge.core.memory import build_bridge, cut_summary, cut_text, neutralise, visible_entries
 from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
@@ -139,3 +141,35 @@ def test_private_entries_never_reach_a_group_and_groups_stay_apart() -> None:
     assert visible_entries(entries, _conv(ChatKind.GROUP, "-100")) == [group_a]
     assert visible_entries(entries, _conv(ChatKind.GROUP, "-200")) == [group_b]
     assert visible_entries(entries, _conv(ChatKind.GROUP, "-300")) == []
+
+
+def _summary_of_every_line(answer: str, limit: int) -> str:
+    """`cut_summary` as the seed describes it, splitting the whole answer."""
+    kept: list[str] = []
+    used = 0
+    for line in answer.strip().splitlines():
+        cost = len(line) + (1 if kept else 0)
+        if used + cost > limit:
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join(kept).strip() or cut_text(answer, limit)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    answer=st.lists(
+        st.sampled_from(["a", "bb", "x" * 9, " ", "\n", "\r", "\u2028", *["\r\n"] * 4]),
+        max_size=60,
+    ).map("".join),
+    limit=st.integers(1, 16),
+)
+def test_the_summary_of_a_long_answer_splits_only_its_head(answer: str, limit: int) -> None:
+    """Blank lines after "\r\n" cost one character each but take two: the
+    head must reach past the limit by as much."""
+    assert cut_summary(answer, limit) == _summary_of_every_line(answer, limit)
+
+
+def test_blank_crlf_lines_are_counted_as_the_whole_answer_counts_them() -> None:
+    answer = "a" + "\r\n" * 3 + "bb" + "\r\n" + "x" * 40
+    assert cut_summary(answer, 6) == "a\n\n\nbb"

@@ -5,13 +5,26 @@ follow-up still understood at message 21."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chatbridge.core.engine import EngineSettings
 from chatbridge.core.memory import build_bridge
 from chatbridge.core.models import MemoryEntry, Turn
 from chatbridge.core.ports import Prompt
-from chatbridge.core.session_fit import choose_entries, estimate_tokens, fit_session, strip_bridge
+from chatbridge.core.session_fit import (
+    LOW_WATER,
+    Fitted,
+    choose_entries,
+    estimate_tokens,
+    fit_bridge,
+    fit_session,
+    fits,
+    strip_bridge,
+)
 from tests.support import long_chat
 from tests.support.chemitek import TRACKING, UNDERSTOOD
 from tests.support.fakes import ScriptedProvider
@@ -168,3 +181,86 @@ def test_a_session_that_does_not_alternate_never_bridges_an_answer() -> None:
     assert [t.role for t in fitted.turns] == ["user", "assistant"]
     assert fitted.turns[0].content == "<block 1> u2"
     assert fitted.content == "u3"
+
+
+def _block(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
+    return f"<block {[e.user_message for e in entries]} {at}> {text}"
+
+
+def _every_candidate(
+    turns: list[Turn], message: str, *, ring: list[MemoryEntry], max_tokens: int
+) -> Fitted:
+    """`fit_session`'s rule, built the slow way: every count of newest
+    exchanges gets its block, then the most that meet the low-water mark,
+    else the most within the budget, else the message alone with a block."""
+    if fits(turns, message, system="s", max_tokens=max_tokens, max_turns=40):
+        return Fitted(list(turns), message, False)
+    over = estimate_tokens("s", *(t.content for t in turns), message) > max_tokens
+    target = int(max_tokens * LOW_WATER) if over else max_tokens
+    built = []
+    for kept in range(len(turns) // 2, 0, -1):
+        tail = list(turns[len(turns) - 2 * kept :])
+        if tail[0].role != "user":
+            continue
+        own = [e for e in ring if e.session_name == "k" and e.timestamp >= 10.0]
+        covered = own[-kept:]
+        rest = [e for e in ring if all(e is not c for c in covered)]
+        entries = choose_entries(rest, message, 2)
+        at = covered[0].timestamp if covered else None
+        raw = strip_bridge(tail[0].content)
+        tail[0] = Turn("user", _block(entries, raw, at) if entries else raw)
+        built.append(Fitted(tail, message, True))
+    for limit in (target, max_tokens):
+        for fitted in built:
+            texts = [*(t.content for t in fitted.turns), fitted.content]
+            if estimate_tokens("s", *texts) <= limit:
+                return fitted
+    entries = choose_entries(ring, message, 2)
+    content = fit_bridge(entries, message, system="s", max_tokens=max_tokens, bridge=_block)
+    return Fitted([], content, bool(turns))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 400)), min_size=1, max_size=8),
+    ring_size=st.integers(0, 6),
+    max_tokens=st.integers(20, 400),
+)
+def test_a_trim_chooses_what_building_every_candidate_would(
+    sizes: list[tuple[int, int]], ring_size: int, max_tokens: int
+) -> None:
+    """Counts passed over unbuilt (their turns alone are over the limit)
+    change nothing: the same turns and content as building every one."""
+    turns = [Turn(role, "x" * n) for u, a in sizes for role, n in (("user", u), ("assistant", a))]
+    ring = [
+        MemoryEntry(float(10 + n), f"q{n}", "a", "k" if n % 2 else "other")
+        for n in range(ring_size)
+    ]
+    fitted = fit_session(
+        turns, "now?", system="s", ring=ring, key="k", started_at=10.0,
+        max_tokens=max_tokens, max_turns=40, inject_entries=2, bridge=_block,
+    )  # fmt: skip
+    assert fitted == _every_candidate(turns, "now?", ring=ring, max_tokens=max_tokens)
+
+
+def test_a_trim_over_long_answers_builds_one_block() -> None:
+    """An echoing provider's answers put most counts over the budget by
+    their turns alone; only the count that fits gets a block built."""
+    turns = [
+        Turn(role, "x" * (60 if role == "user" else 2000))
+        for _ in range(10)
+        for role in ("user", "assistant")
+    ]
+    ring = [MemoryEntry(float(10 + n), f"q{n}", "a", "k") for n in range(10)]
+    calls: list[int] = []
+
+    def counting(entries: Sequence[MemoryEntry], text: str, at: float | None) -> str:
+        calls.append(len(entries))
+        return _block(entries, text, at)
+
+    fitted = fit_session(
+        turns, "now?", system="s", ring=ring, key="k", started_at=10.0,
+        max_tokens=1500, max_turns=40, inject_entries=2, bridge=counting,
+    )  # fmt: skip
+    assert len(fitted.turns) == 2
+    assert len(calls) == 1

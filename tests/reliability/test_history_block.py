@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chatbridge.core.incoming import _fold, skeleton
 from chatbridge.core.memory import build_bridge, neutralise
 from chatbridge.core.models import MemoryEntry
 from tests.support import tally
@@ -341,3 +342,18 @@ def test_ordinary_text_passes_unchanged(lines: list[str]) -> None:
     if "conversation" in _read(text).replace(" ", ""):
         return  # random letters spelling the tag name are not ordinary
     assert neutralise(text) == text
+
+
+@FUZZ
+@given(
+    text=st.text(
+        st.one_of(st.characters(max_codepoint=0x7F), st.characters(), st.sampled_from(ZW)),
+        max_size=60,
+    )
+)
+def test_skeleton_folds_as_its_characters_do_one_by_one(text: str) -> None:
+    """`skeleton`'s shortcut (runs of printable ASCII lowered whole) gives
+    what folding every character by itself gives."""
+    folded = [_fold(char) for char in text]
+    origin = [index for index, part in enumerate(folded) for _ in part]
+    assert skeleton(text) == ("".join(folded), origin)

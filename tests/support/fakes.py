@@ -154,9 +154,13 @@ class RecordingOutbox:
         max_chars: int = 4096,
         edit_interval: float | None = None,
         typing_interval: float | None = None,
+        edits_after_restart: bool = True,
     ) -> None:
         self.limits = PlatformLimits(
-            max_chars=max_chars, edit_interval=edit_interval, typing_interval=typing_interval
+            max_chars=max_chars,
+            edit_interval=edit_interval,
+            typing_interval=typing_interval,
+            edits_after_restart=edits_after_restart,
         )
         self.messages: list[Posted] = []
         self.calls: list[tuple[str, str, str]] = []  # ("send"|"edit", ref, text), in order
