@@ -122,11 +122,13 @@ async def test_a_session_committed_here_is_served_without_reading_it_again(
         await bot.aclose()
 
 
-async def test_a_session_another_connection_changed_is_read_again(tmp_path: Path) -> None:
+async def test_a_session_another_connection_changed_is_read_again(
+    tmp_path: Path, closing: Closing
+) -> None:
     """The kept session is served only while no other connection committed
     (`data_version`): an admin's process, or any SQLite client."""
     path = store_path("sqlite", tmp_path)
-    bot = SqliteStore(path, max_entries=5)
+    bot = closing(SqliteStore(path, max_entries=5))
     await bot.open()
     mine = exchange("Paket?")
     key = mine.session.key
@@ -145,7 +147,6 @@ async def test_a_session_another_connection_changed_is_read_again(tmp_path: Path
     session = await bot.load_session(key)
     assert session is not None
     assert session.turns[0].content == "geändert"
-    await bot.aclose()
 
 
 async def test_a_session_read_with_a_damaged_turn_is_not_kept(tmp_path: Path) -> None:
@@ -179,11 +180,13 @@ async def test_a_session_read_with_a_damaged_turn_is_not_kept(tmp_path: Path) ->
         await bot.aclose()
 
 
-async def test_a_commit_after_another_connection_wrote_keeps_nothing(tmp_path: Path) -> None:
+async def test_a_commit_after_another_connection_wrote_keeps_nothing(
+    tmp_path: Path, closing: Closing
+) -> None:
     """Another connection changed the session between its read and the
     commit that appends to it: the commit's result is read from the file."""
     path = store_path("sqlite", tmp_path)
-    bot = SqliteStore(path, max_entries=5)
+    bot = closing(SqliteStore(path, max_entries=5))
     await bot.open()
     first = exchange("Paket?")
     await bot.commit_exchange(first)
@@ -200,7 +203,6 @@ async def test_a_commit_after_another_connection_wrote_keeps_nothing(tmp_path: P
     assert [t.content for t in again.turns] == [
         "von nebenan", "answer to Paket?", "Und?", "Mittwoch",
     ]  # fmt: skip
-    await bot.aclose()
 
 
 def _ring_reads(store: SqliteStore) -> list[str]:
@@ -234,9 +236,11 @@ async def test_a_ring_committed_here_is_served_without_reading_it_again(tmp_path
         await bot.aclose()
 
 
-async def test_a_ring_another_connection_changed_is_read_again(tmp_path: Path) -> None:
+async def test_a_ring_another_connection_changed_is_read_again(
+    tmp_path: Path, closing: Closing
+) -> None:
     path = store_path("sqlite", tmp_path)
-    bot = SqliteStore(path, max_entries=5)
+    bot = closing(SqliteStore(path, max_entries=5))
     await bot.open()
     await bot.commit_exchange(exchange("Paket?"))
     assert [e.user_message for e in await bot.ring("telegram:1", since=0)] == ["Paket?"]
@@ -245,11 +249,10 @@ async def test_a_ring_another_connection_changed_is_read_again(tmp_path: Path) -
         db.execute("UPDATE ring SET user_message = 'von nebenan'")
     db.close()
     assert [e.user_message for e in await bot.ring("telegram:1", since=0)] == ["von nebenan"]
-    await bot.aclose()
 
 
 async def test_a_ring_longer_than_max_entries_is_cut_as_the_query_cuts_it(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     """A lowered `max_entries`: until the next commit trims the file, the
     newest `max_entries` newer than `since` are read, as before."""
@@ -259,19 +262,20 @@ async def test_a_ring_longer_than_max_entries_is_cut_as_the_query_cuts_it(
     for n in range(5):
         await wide.commit_exchange(exchange(f"Frage {n}", ts=1000.0 + n))
     await wide.aclose()
-    narrow = SqliteStore(path, max_entries=3)
+    narrow = closing(SqliteStore(path, max_entries=3))
     await narrow.open()
     for _ in range(2):  # the second time from memory, if it were kept
         ring = await narrow.ring("telegram:1", since=1000.5)
         assert [e.user_message for e in ring] == ["Frage 2", "Frage 3", "Frage 4"]
-    await narrow.aclose()
 
 
-async def test_a_ring_read_with_a_damaged_entry_is_not_kept(tmp_path: Path) -> None:
+async def test_a_ring_read_with_a_damaged_entry_is_not_kept(
+    tmp_path: Path, closing: Closing
+) -> None:
     """The damaged entry is left out of the read but still counts for the
     commit's trim: what follows is read again, never reassembled from memory."""
     path = store_path("sqlite", tmp_path)
-    bot = SqliteStore(path, max_entries=3)
+    bot = closing(SqliteStore(path, max_entries=3))
     await bot.open()
     for n in range(3):
         await bot.commit_exchange(exchange(f"Frage {n}", ts=1000.0 + n))
@@ -286,14 +290,13 @@ async def test_a_ring_read_with_a_damaged_entry_is_not_kept(tmp_path: Path) -> N
     await bot.commit_exchange(exchange("Frage 3", ts=1003.0))
     ring = await bot.ring("telegram:1", since=0)
     assert [e.user_message for e in ring] == ["Frage 2", "Frage 3"]
-    await bot.aclose()
 
 
 async def test_a_reply_in_flight_during_forget_stays_out_of_the_kept_ring(
-    tmp_path: Path,
+    tmp_path: Path, closing: Closing
 ) -> None:
     path = store_path("sqlite", tmp_path)
-    bot = SqliteStore(path, max_entries=5)
+    bot = closing(SqliteStore(path, max_entries=5))
     await bot.open()
     await bot.commit_exchange(exchange("geheim"))
     await bot.forget("telegram:1")
@@ -301,7 +304,6 @@ async def test_a_reply_in_flight_during_forget_stays_out_of_the_kept_ring(
     await bot.commit_exchange(exchange("geheim noch"))  # its session began before the forget
     assert await bot.ring("telegram:1", since=0) == []
     assert await bot.load_session(exchange("x").session.key) is None
-    await bot.aclose()
 
 
 async def test_the_turns_trim_runs_only_when_it_has_turns_to_drop(tmp_path: Path) -> None:
