@@ -77,6 +77,19 @@ def _answered(
     return done
 
 
+async def _exit_of(process: asyncio.subprocess.Process) -> tuple[int | None, str]:
+    """Its exit code and the tail of its stderr; a replica still running 30 s
+    after SIGTERM is killed, and what it logged until then is the failure's text."""
+    waiting = asyncio.ensure_future(process.communicate())
+    done, _ = await asyncio.wait({waiting}, timeout=30)
+    if not done:
+        process.kill()
+        _, err = await waiting
+        return None, "still running 30 s after SIGTERM:\n" + err.decode()[-3000:]
+    _, err = waiting.result()
+    return process.returncode, err.decode()[-2000:]
+
+
 async def test_two_replicas_never_pass_one_limit_together(tmp_path: Path, redis_db: None) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(*[Reply(usage=USED, first_chunk_delay=0.5)] * len(GROUPS) * 2)
@@ -109,8 +122,7 @@ async def test_two_replicas_never_pass_one_limit_together(tmp_path: Path, redis_
             for replica in replicas:
                 if replica.process.returncode is None:
                     replica.process.send_signal(signal.SIGTERM)
-                _, err = await asyncio.wait_for(replica.process.communicate(), 30)
-                codes.append((replica.process.returncode, err.decode()[-2000:]))
+                codes.append(await _exit_of(replica.process))
     for code, tail in codes:
         assert code == 0, tail
     requests = len(openai.requests)
