@@ -478,8 +478,13 @@ def _text_only(prompt: Prompt) -> Prompt:
 
 @contextlib.asynccontextmanager
 async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIterator[None]:
-    """Keep the platform's typing indicator on until the first text shows."""
+    """Keep the platform's typing indicator on until the first text shows;
+    a platform without one (`typing_interval` None: the console, slash
+    command replies) costs no task per answer."""
     interval = outbox.limits.typing_interval
+    if interval is None:
+        yield
+        return
 
     async def keep_typing() -> None:
         in_progress_phase()  # a typing indicator waits behind answers being sent
@@ -488,8 +493,6 @@ async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIt
                 await outbox.typing()
             except Exception as exc:  # cosmetic: never let it end a good answer
                 log.debug("typing indicator failed: %s", exc)
-            if interval is None:
-                return
             await asyncio.sleep(interval)
 
     task = asyncio.create_task(keep_typing())

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeGuard
 
 from chatbridge.core.ports import (
     DeliveryError,
@@ -284,8 +284,9 @@ class StreamingReply:
         interval is sent without one)."""
         if not self._live_asked:
             self._live_asked = True
-            if not final and not self._posted and _previews(type(self._outbox)):
-                self._live = cast(PreviewSource, self._outbox).live_preview()
+            outbox = self._outbox
+            if not final and not self._posted and _previews(outbox):
+                self._live = outbox.live_preview()
         return self._live
 
     async def _show(self, text: str, *, final: bool) -> bool:
@@ -318,7 +319,8 @@ class StreamingReply:
         then posts nothing yet, and looks again with more text)."""
         if self._looked:
             return True
-        if not _looks_back(type(self._outbox)):
+        outbox = self._outbox
+        if not _looks_back(outbox):
             self._looked = True  # asked once: this outbox cannot look back
             return True
         after = self._posted[-1].sent if self._posted else None
@@ -326,7 +328,7 @@ class StreamingReply:
         if not head.strip():
             return True  # nothing to post yet: look when there is
         self._looks += 1
-        found = await cast(PostedLookup, self._outbox).posted_before(head, after=after)
+        found = await outbox.posted_before(head, after=after)
         if found.ahead and not final and self._looks < MAX_LOOKS:
             return False
         self._looked = True
@@ -430,17 +432,20 @@ class StreamingReply:
         return complete
 
 
-@functools.lru_cache(maxsize=256)
-def _looks_back(kind: type) -> bool:
-    """Whether outboxes of `kind` are `PostedLookup`s: asked once per class,
-    since a protocol check walks the protocol's members on every call."""
-    return issubclass(kind, PostedLookup)
+def _looks_back(outbox: Outbox) -> TypeGuard[PostedLookup]:
+    """Whether `outbox` is a `PostedLookup`, asked once per class: a protocol
+    check walks the protocol's members on every call."""
+    return _kind_is(type(outbox), PostedLookup)
+
+
+def _previews(outbox: Outbox) -> TypeGuard[PreviewSource]:
+    """Whether `outbox` is a `PreviewSource` (once per class)."""
+    return _kind_is(type(outbox), PreviewSource)
 
 
 @functools.lru_cache(maxsize=256)
-def _previews(kind: type) -> bool:
-    """Whether outboxes of `kind` are `PreviewSource`s (once per class)."""
-    return issubclass(kind, PreviewSource)
+def _kind_is(kind: type, protocol: type) -> bool:
+    return issubclass(kind, protocol)
 
 
 def _log_wait(exc: DeliveryRetry) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.support.cli import clean_env, free_port, run_cli
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.network_guard import MESSAGE
+from tests.support.run_config import write_run_config
 
 OUTSIDE = "203.0.113.7"  # TEST-NET-3 (documentation); refused before any packet is sent
 NAME = "chatbridge.invalid"  # a name the guard must not even look up
@@ -73,10 +74,7 @@ async def test_chatbridge_run_pointed_past_loopback_is_stopped_by_the_guard(
     this machine: unguarded, the child would reach the fake and serve."""
     async with FakeTelegram() as telegram:
         base_url = telegram.base_url.replace("127.0.0.1", "0.0.0.0")
-        (tmp_path / "chatbridge.yaml").write_text(
-            f"platforms:\n  telegram: {{enabled: true, base_url: '{base_url}'}}\n"
-            f"providers:\n  main: {{type: debug}}\nserver: {{port: {free_port()}}}\n"
-        )
+        write_run_config(tmp_path, port=free_port(), telegram=base_url, debug=True, allow=())
         result = await run_cli("run", cwd=tmp_path, env={"TELEGRAM_BOT_TOKEN": telegram.token})
         assert telegram.calls == [], "the child reached the fake through 0.0.0.0"
     assert result.code == 1, result.stderr

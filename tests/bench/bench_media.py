@@ -47,17 +47,7 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.media import PNG_HEAD
-
-CONFIG = """
-platforms:
-  telegram: {{enabled: true, token: "{token}", base_url: "{base_url}", drafts: false}}
-memory: {{path: "{db}"}}
-server: {{port: {port}}}
-access: {{allow: [{allow}]}}
-providers:
-  main: {{type: openai, model: gpt-test, api_key: sk-test, base_url: "{openai}"}}
-media: {{max_file_bytes: 64MB}}
-"""
+from tests.support.run_config import write_run_config
 
 
 def status(pid: int, field: str) -> int:
@@ -157,12 +147,16 @@ async def main(rounds: int, mb: float) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai, Floor(telegram) as floor:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
-            config = workdir / "chatbridge.yaml"
-            config.write_text(CONFIG.format(
-                token=telegram.token, base_url=telegram.base_url, db=workdir / "bench.db",
-                port=free_port(), openai=openai.base_url,
-                allow=", ".join(f"telegram:{c}" for c in range(1001, 1100)),
-            ))  # fmt: skip
+            config = write_run_config(
+                workdir,
+                port=free_port(),
+                telegram=telegram.base_url,
+                openai=openai.base_url,
+                allow=range(1001, 1100),
+                platforms={"telegram": {"token": telegram.token, "drafts": False}},
+                memory={"path": str(workdir / "bench.db")},
+                media={"max_file_bytes": "64MB"},
+            )
             child = await asyncio.create_subprocess_exec(
                 *CHATBRIDGE, "run", "--config", str(config), cwd=workdir, env=clean_env(),
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,

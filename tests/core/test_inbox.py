@@ -397,3 +397,22 @@ async def test_store_writes_per_message_are_add_progress_and_one_commit(
         "other": 0,
         "inbox_prune": 0,
     }
+
+
+async def test_a_platform_without_a_typing_indicator_is_never_asked_for_one(
+    tmp_path: Path,
+) -> None:
+    """`typing_interval` None says the platform has no indicator (the
+    console); one with an interval is asked while the answer is on its way."""
+    store = await _open(tmp_path / "bot.db")
+    try:
+        slow = ScriptedProvider(lambda p: ["Das ", "Paket."], chunk_delay=0.02)
+        engine = _engine(store, slow, ManualClock())
+        without, with_one = RecordingOutbox(), RecordingOutbox(typing_interval=0.01)
+        await engine.handle(_message("Wo?", "21"), without)
+        await engine.handle(_message("Und?", "22"), with_one)
+        assert without.typing_calls == 0
+        assert with_one.typing_calls >= 1
+        assert without.texts == ["Das Paket."]
+    finally:
+        await store.aclose()

@@ -13,6 +13,7 @@ import io
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -21,6 +22,7 @@ from tests.support.cli import free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE, BOB
+from tests.support.run_config import run_config_text
 from tests.support.running import chatbridge_run
 from tests.support.sse import Reply
 
@@ -28,32 +30,30 @@ GROUPS = [-1001000 - i for i in range(5)]
 
 
 def _config(
-    telegram: FakeTelegram, openai: FakeOpenAI, port: int, *, limits: str, max_tokens: int
+    telegram: FakeTelegram,
+    openai: FakeOpenAI,
+    port: int,
+    *,
+    limits: dict[str, Any],
+    max_tokens: int,
+    prices: dict[str, float] | None = None,
+    **sections: Any,
 ) -> str:
-    return f"""
-bot:
-  language: en
-  timezone: Europe/Berlin
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: ${{OPENAI_API_KEY}}
-    base_url: {openai.base_url}
-    max_tokens: {max_tokens}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [telegram:{ALICE}, {", ".join(f"telegram:{g}" for g in GROUPS)}]
-  admins: [telegram:{BOB}]
-server:
-  port: {port}
-limits:
-{limits}
-"""
+    main: dict[str, Any] = {"api_key": "${OPENAI_API_KEY}", "max_tokens": max_tokens}
+    if prices is not None:
+        main["prices"] = prices
+    return run_config_text(
+        port=port,
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        allow=(ALICE, *GROUPS),
+        bot={"language": "en", "timezone": "Europe/Berlin"},
+        providers={"main": main},
+        platforms={"telegram": {"edit_interval": "0.2s"}},
+        access={"admins": [f"telegram:{BOB}"]},
+        limits=limits,
+        **sections,
+    )
 
 
 def _env(telegram: FakeTelegram) -> dict[str, str]:
@@ -75,7 +75,7 @@ def _left_today(status: str) -> int:
 
 async def test_a_daily_limit_answers_while_the_worst_case_fits(tmp_path: Path) -> None:
     port = free_port()
-    limits = "  default: {tokens_per_day: 1100}\n  admins_exempt: true"
+    limits = {"default": {"tokens_per_day": 1100}, "admins_exempt": True}
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         config = _config(telegram, openai, port, limits=limits, max_tokens=900)
         (tmp_path / "chatbridge.yaml").write_text(config)
@@ -118,7 +118,7 @@ async def test_a_daily_limit_answers_while_the_worst_case_fits(tmp_path: Path) -
 
 
 async def test_five_simultaneous_messages_against_a_budget_for_two(tmp_path: Path) -> None:
-    limits = "  default: {tokens_per_day: 2300}"
+    limits = {"default": {"tokens_per_day": 2300}}
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         # Each worst case is ~1060 tokens: two fit, and the slow answers keep
         # both holds in place while the other three are decided.
@@ -140,7 +140,7 @@ async def test_five_simultaneous_messages_against_a_budget_for_two(tmp_path: Pat
 
 
 async def test_past_messages_per_minute_one_notice_then_silence(tmp_path: Path) -> None:
-    limits = "  default: {messages_per_minute: 1}"
+    limits = {"default": {"messages_per_minute": 1}}
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         config = _config(telegram, openai, free_port(), limits=limits, max_tokens=100)
         (tmp_path / "chatbridge.yaml").write_text(config)
@@ -166,14 +166,11 @@ async def test_usage_in_three_formats_matches_the_reported_usage_and_prices(
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    limits = "  default: {tokens_per_day: 100000, usd_per_day: 1.5}"
+    limits = {"default": {"tokens_per_day": 100000, "usd_per_day": 1.5}}
     used = {ALICE: [(1200, 300), (2500, 700)], BOB: [(40_000, 1_000)]}
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
-        config = _config(telegram, openai, port, limits=limits, max_tokens=2000)
-        config = config.replace(
-            "    max_tokens: 2000\n",
-            "    max_tokens: 2000\n    prices: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n",
-        )
+        prices = {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
+        config = _config(telegram, openai, port, limits=limits, max_tokens=2000, prices=prices)
         (tmp_path / "chatbridge.yaml").write_text(config)
         async with chatbridge_run(tmp_path, _env(telegram)) as ran:
             for user, reports in used.items():
@@ -226,8 +223,8 @@ async def test_usage_in_three_formats_matches_the_reported_usage_and_prices(
 async def test_sighup_applies_new_limits_to_the_next_message_and_keeps_what_was_spent(
     tmp_path: Path,
 ) -> None:
-    def limits(tokens: int) -> str:
-        return f"  default: {{tokens_per_day: {tokens}}}"
+    def limits(tokens: int) -> dict[str, Any]:
+        return {"default": {"tokens_per_day": tokens}}
 
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(Reply(usage=(300, 40)))
@@ -276,9 +273,13 @@ async def test_a_group_scope_pool_is_shared_by_everyone_there_and_nobody_else(
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.script(Reply(usage=(700, 300)))
         config = _config(
-            telegram, openai, free_port(), limits="  admins_exempt: false", max_tokens=900
+            telegram,
+            openai,
+            free_port(),
+            limits={"admins_exempt": False},
+            max_tokens=900,
+            scopes={f"telegram:{pooled}": {"limits": {"tokens_per_day": 1500}}},
         )
-        config += f'scopes:\n  "telegram:{pooled}":\n    limits: {{tokens_per_day: 1500}}\n'
         (tmp_path / "chatbridge.yaml").write_text(config)
         async with chatbridge_run(tmp_path, _env(telegram)) as ran:
             group = {"chat_type": "supergroup"}

@@ -7,6 +7,7 @@ fetched from their signed CDN URLs on the fake; real openai SDK; real SQLite.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.support.media import (
     png,
     running,
 )
+from tests.support.run_config import run_config_text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,29 +32,24 @@ PHOTO, VOICE, TEXT, BIG, BROKEN = 9001, 9002, 9003, 9004, 9005
 USERS = (PHOTO, VOICE, TEXT, BIG, BROKEN)
 
 
-def _config(discord: FakeDiscord, openai: FakeOpenAI, media: str, vision: bool = True) -> str:
-    allow = ", ".join(f"discord:{u}" for u in USERS)
-    return f"""
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-media-1234
-    base_url: {openai.base_url}
-    vision: {str(vision).lower()}
-platforms:
-  discord:
-    enabled: true
-    api_base: {discord.api_base}
-    gateway_url: {discord.gateway_url}
-    edit_interval: 0.2s
-access:
-  allow: [{allow}]
-server:
-  port: {free_port()}
-media:
-{media}
-"""
+def _config(
+    discord: FakeDiscord, openai: FakeOpenAI, media: dict[str, Any], vision: bool = True
+) -> str:
+    return run_config_text(
+        port=free_port(),
+        openai=openai.base_url,
+        allow=[f"discord:{u}" for u in USERS],
+        providers={"main": {"api_key": "sk-media-1234", "vision": vision}},
+        platforms={
+            "discord": {
+                "enabled": True,
+                "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url,
+                "edit_interval": "0.2s",
+            }
+        },
+        media=media,
+    )
 
 
 async def _answers(discord: FakeDiscord, user: int, count: int) -> list[str]:
@@ -133,7 +130,7 @@ async def test_photo_voice_and_files_reach_the_model(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("media", "vision", "sentence"), IMAGES_REFUSED)
 async def test_images_off_and_no_vision_answer_the_caption(
-    tmp_path: Path, media: str, vision: bool, sentence: str
+    tmp_path: Path, media: dict[str, Any], vision: bool, sentence: str
 ) -> None:
     async with FakeDiscord() as discord, FakeOpenAI() as openai:
         photo = discord.attachment(png(1000), "bild.png", "image/png")

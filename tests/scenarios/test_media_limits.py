@@ -22,6 +22,7 @@ from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.media import openai_images, png
+from tests.support.run_config import run_config_text
 from tests.support.running import chatbridge_run
 
 pytestmark = pytest.mark.timeout(120)  # a child per case, four exchanges and `usage`
@@ -35,21 +36,26 @@ REFUSAL = (
 
 
 def _config(telegram: FakeTelegram, kind: str, base_url: str) -> str:
-    return f"""
-bot: {{language: en, timezone: Europe/Berlin}}
-providers:
-  main: {{type: {kind}, model: test-model, api_key: sk-limits-media, base_url: "{base_url}",
-          max_tokens: 100}}
-platforms:
-  telegram: {{enabled: true, base_url: "{telegram.base_url}", drafts: false}}
-access:
-  allow: [telegram:{SMALL}, telegram:{ROOMY}]
-server: {{port: {free_port()}}}
-limits:
-  default: {{tokens_per_day: 3000}}
-  people:
-    "telegram:{ROOMY}": {{tokens_per_day: 20000}}
-"""
+    return run_config_text(
+        port=free_port(),
+        telegram=telegram.base_url,
+        openai=base_url,
+        allow=(SMALL, ROOMY),
+        bot={"language": "en", "timezone": "Europe/Berlin"},
+        providers={
+            "main": {
+                "type": kind,
+                "model": "test-model",
+                "api_key": "sk-limits-media",
+                "max_tokens": 100,
+            }
+        },
+        platforms={"telegram": {"drafts": False}},
+        limits={
+            "default": {"tokens_per_day": 3000},
+            "people": {f"telegram:{ROOMY}": {"tokens_per_day": 20000}},
+        },
+    )
 
 
 async def _say(telegram: FakeTelegram, chat: int, push: object) -> str:

@@ -23,34 +23,22 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.media import OGG, b64, openai_images, png, running
 from tests.support.people import ALICE
+from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _config(telegram: FakeTelegram, openai: FakeOpenAI) -> str:
-    return f"""
-engine:
-  session_ttl: 1s
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-voice-1234
-    base_url: {openai.base_url}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    drafts: false
-    edit_interval: 0.2s
-access:
-  allow: [telegram:{ALICE}]
-server:
-  port: {free_port()}
-media:
-  transcription: {{provider: main, model: whisper-1}}
-"""
+    return run_config_text(
+        port=free_port(),
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        engine={"session_ttl": "1s"},
+        providers={"main": {"api_key": "sk-voice-1234"}},
+        platforms={"telegram": {"drafts": False, "edit_interval": "0.2s"}},
+        media={"transcription": {"provider": "main", "model": "whisper-1"}},
+    )
 
 
 async def test_a_spoken_question_is_bridged_after_the_session_gap(tmp_path: Path) -> None:

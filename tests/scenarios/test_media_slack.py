@@ -8,6 +8,7 @@ Real slack-bolt in Socket Mode against the fake Slack; files come from
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from tests.support.media import (
     png,
     running,
 )
+from tests.support.run_config import run_config_text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -36,30 +38,25 @@ def _dm(user: str) -> str:
     return "D" + user[1:]
 
 
-def _config(slack: FakeSlack, openai: FakeOpenAI, media: str, vision: bool = True) -> str:
-    allow = ", ".join(f"slack:{u}" for u in USERS)
-    return f"""
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-media-1234
-    base_url: {openai.base_url}
-    vision: {str(vision).lower()}
-platforms:
-  slack:
-    enabled: true
-    bot_token: ${{SLACK_BOT_TOKEN}}
-    app_token: ${{SLACK_APP_TOKEN}}
-    base_url: {slack.base_url}
-    edit_interval: 0.2s
-access:
-  allow: [{allow}]
-server:
-  port: {free_port()}
-media:
-{media}
-"""
+def _config(
+    slack: FakeSlack, openai: FakeOpenAI, media: dict[str, Any], vision: bool = True
+) -> str:
+    return run_config_text(
+        port=free_port(),
+        openai=openai.base_url,
+        allow=[f"slack:{u}" for u in USERS],
+        providers={"main": {"api_key": "sk-media-1234", "vision": vision}},
+        platforms={
+            "slack": {
+                "enabled": True,
+                "bot_token": "${SLACK_BOT_TOKEN}",
+                "app_token": "${SLACK_APP_TOKEN}",
+                "base_url": slack.base_url,
+                "edit_interval": "0.2s",
+            }
+        },
+        media=media,
+    )
 
 
 ENV = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
@@ -134,7 +131,7 @@ async def test_without_files_read_the_login_page_is_refused(tmp_path: Path) -> N
     async with FakeSlack() as slack, FakeOpenAI() as openai:
         slack.scopes.discard("files:read")
         photo = slack.add_file(png(1000), "bild.png", "image/png")
-        async with running(tmp_path, _config(slack, openai, "  images: true"), ENV) as child:
+        async with running(tmp_path, _config(slack, openai, {"images": True}), ENV) as child:
             await _send(slack, PHOTO, "Was ist das?", [photo])
             shown = await _answers(slack, PHOTO, 2)
             request = openai.requests[-1].body
@@ -147,7 +144,7 @@ async def test_without_files_read_the_login_page_is_refused(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("media", "vision", "sentence"), IMAGES_REFUSED)
 async def test_images_off_and_no_vision_answer_the_caption(
-    tmp_path: Path, media: str, vision: bool, sentence: str
+    tmp_path: Path, media: dict[str, Any], vision: bool, sentence: str
 ) -> None:
     async with FakeSlack() as slack, FakeOpenAI() as openai:
         photo = slack.add_file(png(1000), "bild.png", "image/png")

@@ -8,6 +8,7 @@ Real python-telegram-bot against the fake Bot API (getFile, then the bytes at
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,34 +25,24 @@ from tests.support.media import (
     png,
     running,
 )
+from tests.support.run_config import run_config_text
 
 PHOTO, VOICE, TEXT, BIG, BROKEN = 101, 102, 103, 104, 105
 USERS = (PHOTO, VOICE, TEXT, BIG, BROKEN)
 
 
-def _config(telegram: FakeTelegram, openai: FakeOpenAI, media: str, vision: bool = True) -> str:
-    allow = ", ".join(f"telegram:{u}" for u in USERS)
-    return f"""
-providers:
-  main:
-    type: openai
-    model: gpt-test
-    api_key: sk-media-1234
-    base_url: {openai.base_url}
-    vision: {str(vision).lower()}
-platforms:
-  telegram:
-    enabled: true
-    base_url: {telegram.base_url}
-    drafts: false
-    edit_interval: 0.2s
-access:
-  allow: [{allow}]
-server:
-  port: {free_port()}
-media:
-{media}
-"""
+def _config(
+    telegram: FakeTelegram, openai: FakeOpenAI, media: dict[str, Any], vision: bool = True
+) -> str:
+    return run_config_text(
+        port=free_port(),
+        telegram=telegram.base_url,
+        openai=openai.base_url,
+        allow=USERS,
+        providers={"main": {"api_key": "sk-media-1234", "vision": vision}},
+        platforms={"telegram": {"drafts": False, "edit_interval": "0.2s"}},
+        media=media,
+    )
 
 
 async def _answers(telegram: FakeTelegram, chat: int, count: int) -> list[str]:
@@ -137,7 +128,7 @@ async def test_photo_voice_and_files_reach_the_model(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("media", "vision", "sentence"), IMAGES_REFUSED)
 async def test_images_off_and_no_vision_answer_the_caption(
-    tmp_path: Path, media: str, vision: bool, sentence: str
+    tmp_path: Path, media: dict[str, Any], vision: bool, sentence: str
 ) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         photo = telegram.add_file(png(1000), path="photos/file_1.jpg")

@@ -27,14 +27,16 @@ PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>
 OGG = b"OggS\x00\x02" + bytes(range(200))
 
 # The `media:` section every platform's media scenario runs with.
-MEDIA = """  transcription: {provider: main, model: gpt-4o-mini-transcribe}
-  max_file_bytes: 50KB"""
+MEDIA: dict[str, Any] = {
+    "transcription": {"provider": "main", "model": "gpt-4o-mini-transcribe"},
+    "max_file_bytes": "50KB",
+}
 
 # (media section, provider vision, the sentence the user hears): images off,
 # and a provider without vision; in both the caption is still answered.
-IMAGES_REFUSED = [
-    ("  images: false", True, "Bilder sind hier ausgeschaltet"),
-    ("  images: true", False, "kann keine Bilder ansehen"),
+IMAGES_REFUSED: list[tuple[dict[str, Any], bool, str]] = [
+    ({"images": False}, True, "Bilder sind hier ausgeschaltet"),
+    ({"images": True}, False, "kann keine Bilder ansehen"),
 ]
 
 

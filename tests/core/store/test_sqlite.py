@@ -252,8 +252,7 @@ async def test_a_ring_another_connection_changed_is_read_again(
 
 
 async def test_a_ring_longer_than_max_entries_is_cut_as_the_query_cuts_it(
-    tmp_path: Path,
-    closing: Closing,
+    tmp_path: Path, closing: Closing
 ) -> None:
     """A lowered `max_entries`: until the next commit trims the file, the
     newest `max_entries` newer than `since` are read, as before."""
@@ -294,8 +293,7 @@ async def test_a_ring_read_with_a_damaged_entry_is_not_kept(
 
 
 async def test_a_reply_in_flight_during_forget_stays_out_of_the_kept_ring(
-    tmp_path: Path,
-    closing: Closing,
+    tmp_path: Path, closing: Closing
 ) -> None:
     path = store_path("sqlite", tmp_path)
     bot = closing(SqliteStore(path, max_entries=5))
