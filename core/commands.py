@@ -138,6 +138,13 @@ async def _left(gate: LimitGate, accounts: tuple[Account, ...], language: str) -
 
 
 async def _status(message: IncomingMessage, ctx: CommandContext) -> str:
+    """Answered in the conversation's turn: an answer the user has already
+    seen is committed (its limit hold settled) before /status reads."""
+    async with ctx.control.hold(message.conversation.key):
+        return await _status_now(message, ctx)
+
+
+async def _status_now(message: IncomingMessage, ctx: CommandContext) -> str:
     settings = ctx.settings
     now = ctx.clock.now()
     conversation = message.conversation
