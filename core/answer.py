@@ -242,6 +242,8 @@ class Answerer:
         """The message's attachments made into the turn's text and parts; their
         notices (and what a voice note said) go out first, unless this is an
         answer being finished after a crash (they went out before it)."""
+        if not entry.message.attachments:  # nothing to fetch, decide or announce
+            return Prepared(entry.message.text)
         prepared = await self._media.prepare(
             entry.message,
             outbox,
@@ -346,15 +348,10 @@ class Answerer:
         outbox: Outbox,
         meter: Meter,
     ) -> Usage:
-        usage = Usage()
+        if outbox.limits.typing_interval is None:  # no indicator: no task, no wrapper
+            return await _relay(provider, prompt, reply, meter)
         async with _typing_while_silent(outbox, reply):
-            async for event in provider.stream(prompt):
-                if isinstance(event, TextDelta):
-                    await reply.push(event.text)
-                else:
-                    meter.see(event)
-                    usage = usage + event.usage
-        return usage
+            return await _relay(provider, prompt, reply, meter)
 
     async def _report_failure(
         self,
@@ -476,15 +473,24 @@ def _text_only(prompt: Prompt) -> Prompt:
     return Prompt(system=prompt.system, messages=turns, cache_key=prompt.cache_key)
 
 
+async def _relay(provider: Provider, prompt: Prompt, reply: StreamingReply, meter: Meter) -> Usage:
+    """The provider's text into `reply`, its reports into `meter`; the usage."""
+    usage = Usage()
+    async for event in provider.stream(prompt):
+        if isinstance(event, TextDelta):
+            await reply.push(event.text)
+        else:
+            meter.see(event)
+            usage = usage + event.usage
+    return usage
+
+
 @contextlib.asynccontextmanager
 async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIterator[None]:
-    """Keep the platform's typing indicator on until the first text shows;
-    a platform without one (`typing_interval` None: the console, slash
-    command replies) costs no task per answer."""
-    interval = outbox.limits.typing_interval
-    if interval is None:
-        yield
-        return
+    """Keep the platform's typing indicator on until the first text shows
+    (`_stream` skips this where the platform has none: `typing_interval`
+    None, the console and slash command replies)."""
+    interval = outbox.limits.typing_interval or 0.0
 
     async def keep_typing() -> None:
         in_progress_phase()  # a typing indicator waits behind answers being sent

@@ -122,7 +122,10 @@ _FORGED_LINE = re.compile(
 _HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
 
 
-@functools.lru_cache(maxsize=256)
+_NEUTRALISED: dict[str, str] = {}  # text -> neutralised, and each result -> itself
+_NEUTRALISED_KEPT = 512
+
+
 def neutralise(text: str) -> str:
     """Untrusted text (a user's message, a stored answer) made inert in a prompt.
 
@@ -156,11 +159,18 @@ def neutralise(text: str) -> str:
     bidi controls (they cannot hide a line start: the skeleton drops them).
     Idempotent; the result is never more than 2 characters per line longer.
     Cached (a pure function of the text): the same ring entries are shown in
-    many blocks, and a trimmed session tries several before one fits.
+    many blocks, and a trimmed session tries several before one fits. Being
+    idempotent, each result is cached as its own: a stored user turn (made
+    by this function) that heads a trimmed session is not worked again.
     """
-    text = _LINE_BREAK.sub("\n", text)
-    text, folded = _inert_tags(text)
-    return _inert_lines(text, folded)
+    done = _NEUTRALISED.get(text)
+    if done is None:
+        done = _inert_lines(*_inert_tags(_LINE_BREAK.sub("\n", text)))
+        if len(_NEUTRALISED) >= _NEUTRALISED_KEPT:
+            del _NEUTRALISED[next(iter(_NEUTRALISED))]  # the oldest
+        _NEUTRALISED[text] = done
+        _NEUTRALISED[done] = done
+    return done
 
 
 def _inert_tags(text: str) -> tuple[str, str]:

@@ -7,8 +7,6 @@ several replicas can share one store. (An indexed read costs microseconds.)
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from chatbridge.core.models import Session, Turn
 
 __all__ = ["append_turns"]
@@ -23,4 +21,4 @@ def append_turns(session: Session, turns: list[Turn], *, now: float, max_turns: 
     excess = len(kept) - max_turns
     if excess > 0:
         kept = kept[excess + (excess % 2) :]
-    return replace(session, turns=kept, last_active=now)
+    return Session(session.key, session.user, session.started_at, now, kept)

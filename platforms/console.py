@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import os
-import re
 import threading
 from collections.abc import Callable
 from typing import TextIO
@@ -28,14 +27,13 @@ from chatbridge.core.ports import DirectHandler, PlatformLimits, SentMessage
 
 __all__ = ["ConsoleOutbox", "ConsolePlatform", "console_conversation"]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 class ConsoleOutbox:
     limits = PlatformLimits(max_chars=1_000_000, edit_interval=None, edits_after_restart=False)
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
+        self._encoding = _encoding(out)  # looked up once, not per answer
         self._printed = 0
         self.reader_gone = False
 
@@ -44,7 +42,7 @@ class ConsoleOutbox:
         nothing more, and the platform stops reading input."""
         if not self.reader_gone:
             try:
-                self._out.write(_showable(f"{text}\n\n", self._out))
+                self._out.write(_showable(f"{text}\n\n", self._encoding))
                 self._out.flush()
             except BrokenPipeError:
                 self.reader_gone = True
@@ -86,30 +84,35 @@ class ConsolePlatform:
         engine = self._engine
         engine.attach("console", lambda message: self._outbox)
         await engine.resume(only=lambda m: m.conversation == self._conversation)
-        lines = self._read_lines_in_background()
-        while not self.reader_gone and (line := await lines.get()) is not None:
-            text = line.strip()
-            if text:
-                message = IncomingMessage(conversation=self._conversation, text=text)
-                await self._engine.handle(message, self._outbox)
+        batches = self._read_lines_in_background()
+        while not self.reader_gone and (batch := await batches.get()) is not None:
+            for line in batch:
+                if self.reader_gone:
+                    break
+                text = line.strip()
+                if text:
+                    message = IncomingMessage(conversation=self._conversation, text=text)
+                    await self._engine.handle(message, self._outbox)
 
-    def _read_lines_in_background(self) -> asyncio.Queue[str | None]:
-        """stdin lines, then None at EOF.
+    def _read_lines_in_background(self) -> asyncio.Queue[list[str] | None]:
+        """stdin lines, in batches of those that arrived together, then None at EOF.
 
         A daemon thread, not `asyncio.to_thread`: a thread blocked in
         `readline` must not keep Ctrl-C from ending the program, and the
-        default executor is joined at shutdown.
+        default executor is joined at shutdown. Piped input hands over every
+        complete line of a read at once: one wake-up of the loop per read,
+        not per line.
         """
         loop = asyncio.get_running_loop()
-        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        lines: asyncio.Queue[list[str] | None] = asyncio.Queue()
 
         read = _line_reader(self._stdin)
 
         def pump() -> None:
             try:
                 try:
-                    while line := read():
-                        loop.call_soon_threadsafe(lines.put_nowait, line)
+                    while batch := read():
+                        loop.call_soon_threadsafe(lines.put_nowait, batch)
                 except (OSError, ValueError):
                     pass  # stdin closed or unreadable: that is its end, as at EOF
                 loop.call_soon_threadsafe(lines.put_nowait, None)
@@ -120,8 +123,10 @@ class ConsolePlatform:
         return lines
 
 
-def _line_reader(stdin: TextIO) -> Callable[[], str]:
-    """One line per call ("" at EOF), decoded with replacement characters.
+def _line_reader(stdin: TextIO) -> Callable[[], list[str]]:
+    """The complete lines one read brought, at least one per call ([] at
+    EOF; a last line without its newline comes alone), each decoded with
+    replacement characters.
 
     Reads the file descriptor under a real stdin with `os.read`, not its
     buffered reader: a daemon thread blocked inside `BufferedReader.readline`
@@ -132,23 +137,23 @@ def _line_reader(stdin: TextIO) -> Callable[[], str]:
     try:
         fd = stdin.fileno()
     except (AttributeError, OSError, ValueError):
-        return stdin.readline
+        return lambda: [line] if (line := stdin.readline()) else []
     encoding = _input_encoding(stdin)
     pending = bytearray()
 
-    def read() -> str:
+    def read() -> list[str]:
         # A line ends at b"\n", which no multi-byte character of an ASCII-
         # compatible encoding contains: decoding line by line splits none.
-        while (end := pending.find(b"\n")) < 0:
+        while (end := pending.rfind(b"\n")) < 0:
             chunk = os.read(fd, 65536)
             if not chunk:
-                line = bytes(pending)
+                rest = bytes(pending)
                 pending.clear()
-                return line.decode(encoding, "replace")
+                return [rest.decode(encoding, "replace")] if rest else []
             pending.extend(chunk)
-        line = bytes(pending[: end + 1])
+        complete = bytes(pending[: end + 1])
         del pending[: end + 1]
-        return line.decode(encoding, "replace")
+        return [line.decode(encoding, "replace") for line in complete[:-1].split(b"\n")]
 
     return read
 
@@ -168,9 +173,10 @@ def _input_encoding(stream: TextIO) -> str:
     return "utf-8" if name == "ascii" else name
 
 
-def _showable(text: str, out: TextIO) -> str:
-    """`text` with what `out`'s encoding cannot write replaced by "?"."""
-    name = _encoding(out)
-    if name == "utf-8" and not _SURROGATE.search(text):
-        return text  # UTF-8 writes every character but a lone surrogate
-    return text.encode(name, "replace").decode(name)
+def _showable(text: str, encoding: str) -> str:
+    """`text` with what `encoding` cannot write replaced by "?"."""
+    try:
+        text.encode(encoding)  # in C, cheaper than looking for what fails
+    except UnicodeEncodeError:
+        return text.encode(encoding, "replace").decode(encoding)
+    return text

@@ -134,7 +134,8 @@ def message_to_json(m: IncomingMessage) -> dict[str, Any]:
     stored as their platform references (`attachments`, only when there are
     any), never as bytes."""
     c = m.conversation
-    values = [c.platform, c.chat, c.user, c.thread, ChatKind(c.kind).value]
+    kind = c.kind.value if type(c.kind) is ChatKind else ChatKind(c.kind).value
+    values = [c.platform, c.chat, c.user, c.thread, kind]
     values += [m.text, m.event_id, m.reply_address]
     for name, value in zip(MESSAGE_FIELDS, values, strict=True):
         if not isinstance(value, str):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -549,30 +548,61 @@ class SqliteStore(StoreBase):
             raise StoreError(f"{self._path} is not open")
         return self._wal
 
-    @contextmanager
-    def _autocommit(self) -> Iterator[sqlite3.Connection]:
+    def _autocommit(self) -> _Writing:
         """For writes that are one statement each: each is its own transaction."""
-        try:
-            db = self._conn()
-            yield db
-            self._marker().wrote(db)
-        except (sqlite3.Error, OSError) as err:
-            raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
+        return _Writing(self, begin=False)
 
-    @contextmanager
-    def _txn(self) -> Iterator[sqlite3.Connection]:
-        db = self._conn()
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-            self._marker().wrote(db)
-        except BaseException as err:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if isinstance(err, sqlite3.Error | OSError):
-                raise StoreError(f"{self._path}: write failed ({reason(err)})") from chained(err)
-            raise
+    def _txn(self) -> _Writing:
+        return _Writing(self, begin=True)
+
+    def _write_failed(self, err: sqlite3.Error | OSError) -> StoreError:
+        return StoreError(f"{self._path}: write failed ({reason(err)})")
+
+
+class _Writing:
+    """`with store._txn() as db` (BEGIN IMMEDIATE ... COMMIT) or `_autocommit`
+    (statements that are their own transactions); either way the WAL marker
+    is told after the write. A sqlite3 or OS error becomes `StoreError`, and
+    an unfinished transaction is rolled back whatever ended it. A class, not
+    a generator: it is on every message's path, three times."""
+
+    __slots__ = ("_begin", "_db", "_store")
+
+    def __init__(self, store: SqliteStore, *, begin: bool) -> None:
+        self._store, self._begin = store, begin
+        self._db = store._conn()
+
+    def __enter__(self) -> sqlite3.Connection:
+        if self._begin:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except (sqlite3.Error, OSError) as err:
+                raise self._store._write_failed(err) from chained(err)
+        return self._db
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: object
+    ) -> None:
+        db = self._db
+        if err is None:
+            try:
+                if self._begin:
+                    db.execute("COMMIT")
+                self._store._marker().wrote(db)
+                return
+            except BaseException as failed:
+                err = failed
+                self._rollback()
+                if not isinstance(failed, sqlite3.Error | OSError):
+                    raise
+        else:
+            self._rollback()
+        if isinstance(err, sqlite3.Error | OSError):
+            raise self._store._write_failed(err) from chained(err)
+
+    def _rollback(self) -> None:
+        if self._begin and self._db.in_transaction:
+            self._db.execute("ROLLBACK")
 
 
 def _session_row(s: Session, key: str) -> tuple[str, str, float, float]:
