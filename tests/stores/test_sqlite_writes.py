@@ -10,7 +10,7 @@ import pytest
 
 from chatbridge.core.ports.store import StoreError
 from chatbridge.stores.sqlite.store import SqliteStore
-from tests.core.store.helpers import Stores
+from tests.stores.helpers import Stores
 
 INSERT = "INSERT INTO meta(key, value) VALUES (?, 'x')"
 
@@ -21,6 +21,18 @@ async def sqlite(stores: Stores, tmp_path: Path) -> SqliteStore:
     return store
 
 
+def interrupted(store: SqliteStore) -> None:
+    with store._txn() as db:
+        db.execute(INSERT, ("half",))
+        raise RuntimeError("mid-write")
+
+
+def inserted_twice(store: SqliteStore) -> None:
+    with store._txn() as db:
+        db.execute(INSERT, ("half",))
+        db.execute(INSERT, ("half",))  # the same key again: a constraint fails
+
+
 def keys(store: SqliteStore) -> set[str]:
     return {row[0] for row in store._conn().execute("SELECT key FROM meta")}
 
@@ -29,9 +41,8 @@ async def test_an_exception_in_a_transaction_rolls_it_back_and_goes_on_unchanged
     stores: Stores, tmp_path: Path
 ) -> None:
     store = await sqlite(stores, tmp_path)
-    with pytest.raises(RuntimeError, match="mid-write"), store._txn() as db:
-        db.execute(INSERT, ("half",))
-        raise RuntimeError("mid-write")
+    with pytest.raises(RuntimeError, match="mid-write"):
+        interrupted(store)
     assert "half" not in keys(store)
     assert not store._conn().in_transaction
     with store._txn() as db:
@@ -43,9 +54,8 @@ async def test_a_failing_statement_rolls_back_the_transaction_as_a_store_error(
     stores: Stores, tmp_path: Path
 ) -> None:
     store = await sqlite(stores, tmp_path)
-    with pytest.raises(StoreError, match="write failed"), store._txn() as db:
-        db.execute(INSERT, ("half",))
-        db.execute(INSERT, ("half",))  # the same key again: a constraint fails
+    with pytest.raises(StoreError, match="write failed"):
+        inserted_twice(store)
     assert "half" not in keys(store)
     assert not store._conn().in_transaction
 
