@@ -182,7 +182,9 @@ class Engine:
         self._given[key], self._finished[key] = outbox, done
         try:
             if await self._accept(message, key):
-                await asyncio.shield(done)
+                # Not shielded: the answer runs in the scheduler's task either
+                # way, and `close` sets only a waiter that is still pending.
+                await done
         finally:
             self._given.pop(key, None)
             self._finished.pop(key, None)
