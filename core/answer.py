@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.answer_limits import AnswerLimits
@@ -312,7 +311,9 @@ class Answerer:
                 bridge=bridge,
                 **limits,
             )
-            return replace(session, turns=fitted.turns), fitted.content, fitted.rewritten
+            s = session
+            trimmed = Session(s.key, s.user, s.started_at, s.last_active, fitted.turns)
+            return trimmed, fitted.content, fitted.rewritten
         entries: list[MemoryEntry] = []
         if settings.inject_entries:
             ring = await self._visible_ring(conversation, now, settings, sender)
