@@ -291,7 +291,14 @@ def format_time(timestamp: float, tz: tzinfo | None) -> str:
 
 
 def _now_line(now: float, tz: tzinfo | None, texts: HistoryTexts) -> str:
-    moment = datetime.fromtimestamp(now, tz)
+    return _now_line_at(int(now // 1), tz, texts)
+
+
+@functools.lru_cache(maxsize=16)
+def _now_line_at(second: int, tz: tzinfo | None, texts: HistoryTexts) -> str:
+    """`_now_line` of a whole second (all it shows is its minute; UTC
+    offsets are whole seconds): messages of one second share it."""
+    moment = datetime.fromtimestamp(second, tz)
     weekday = texts.weekdays[moment.weekday()]
     return f"{texts.current_time} {weekday}, {moment:%d.%m.%Y %H:%M}"
 

@@ -95,10 +95,6 @@ def _words_of(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.casefold()))
 
 
-def _words(*texts: str) -> set[str]:
-    return set().union(*(_words_of(text) for text in texts))
-
-
 def choose_entries(
     candidates: Sequence[MemoryEntry], message: str, count: int
 ) -> list[MemoryEntry]:
@@ -109,10 +105,14 @@ def choose_entries(
     newest, older = list(candidates[-count:]), candidates[:-count]
     if not older:
         return newest
-    seen = _words(*(text for e in newest for text in (e.user_message, e.assistant_summary)))
-    asked = _words(message) - seen
-    if not asked:
-        return newest
+    # The message's words none of the newest entries has: the few of them
+    # are looked up in each entry's words (no union of all those words).
+    asked = _words_of(message)
+    for e in newest:
+        said, answered = _words_of(e.user_message), _words_of(e.assistant_summary)
+        asked = frozenset(w for w in asked if w not in said and w not in answered)
+        if not asked:
+            return newest
     for entry in reversed(older):
         said, answered = _words_of(entry.user_message), _words_of(entry.assistant_summary)
         if not (asked.isdisjoint(said) and asked.isdisjoint(answered)):

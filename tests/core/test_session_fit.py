@@ -157,6 +157,11 @@ def test_an_older_entry_the_message_refers_to_takes_the_oldest_place() -> None:
     # Covered by a newest entry already: no swap.
     entries[7] = _entry(7, "Mittwoch passt")
     assert choose_entries(entries, "Soll Mittwoch kommen", 3) == entries[5:]
+    # Covered by a newest entry's answer, or by words spread over two: no swap.
+    entries[7] = _entry(7, "Wann?", "Am Mittwoch")
+    assert choose_entries(entries, "Soll Mittwoch kommen", 3) == entries[5:]
+    entries[6], entries[7] = _entry(6, "Mittwoch?"), _entry(7, "Wann?", "Soll kommen")
+    assert choose_entries(entries, "Soll Mittwoch kommen", 3) == entries[5:]
 
 
 def test_strip_bridge_gives_back_the_message() -> None:
