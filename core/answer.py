@@ -58,6 +58,7 @@ from chatbridge.core.ports.store import LeaseLost, Store, StoreError
 from chatbridge.core.session_fit import fit_bridge, fit_session, fits
 from chatbridge.core.sessions import append_turns
 from chatbridge.core.settings import EngineSettings
+from chatbridge.core.shielding import shielded
 
 __all__ = ["Answerer"]
 
@@ -201,7 +202,7 @@ class Answerer:
         self._media.live.remember(conversation_key, session.started_at, content, prepared.parts)
         # The user has seen the answer: a cancel from here on (/new, a newer
         # message, shutdown) must not lose the exchange, so the commit is shielded.
-        stored = await asyncio.shield(
+        stored = await shielded(
             self._remember(
                 entry,
                 session,
