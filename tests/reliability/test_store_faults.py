@@ -7,7 +7,6 @@ leaves every file beside the store byte-identical (sha256 before/after).
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import struct
 import subprocess
@@ -22,6 +21,7 @@ from chatbridge.stores.sqlite import SqliteStore
 from chatbridge.stores.sqlite import _wal as _sqlite_wal
 from chatbridge.stores.sqlite._check import wal_problem
 from tests.core.store.helpers import exchange, opened, snapshot, store_path
+from tests.support.small_disk import small_tmpfs
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
 
@@ -80,32 +80,26 @@ def _salt1(wal: bytes) -> int:
 WalEdit = Callable[[bytes, Path], bytes]
 
 
-def _foreign_page_size(wal: bytes, path: Path) -> bytes:
-    other = path.with_name("other.db")
-    db = sqlite3.connect(other, isolation_level=None)
-    db.execute("PRAGMA page_size = 1024")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA wal_autocheckpoint = 0")
-    db.execute("CREATE TABLE notes(body TEXT)")
-    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
-    foreign = Path(f"{other}-wal").read_bytes()
-    db.close()
-    other.unlink()
-    return foreign
+def _foreign(page_size: int | None = None) -> WalEdit:
+    """Another application's database's WAL (it rewrites page 1, the schema),
+    made beside the store; with `page_size`, its pages are of that size
+    instead of SQLite's default, which is ours too."""
 
+    def edit(wal: bytes, path: Path) -> bytes:
+        other = path.with_name("other.db")
+        db = sqlite3.connect(other, isolation_level=None)
+        if page_size is not None:
+            db.execute(f"PRAGMA page_size = {page_size}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        db.execute("CREATE TABLE notes(body TEXT)")
+        db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
+        foreign = Path(f"{other}-wal").read_bytes()
+        db.close()
+        other.unlink()
+        return foreign
 
-def _foreign_db_same_page_size(wal: bytes, path: Path) -> bytes:
-    """Another application's database: its WAL rewrites page 1 (the schema)."""
-    other = path.with_name("other.db")
-    db = sqlite3.connect(other, isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA wal_autocheckpoint = 0")
-    db.execute("CREATE TABLE notes(body TEXT)")
-    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
-    foreign = Path(f"{other}-wal").read_bytes()
-    db.close()
-    other.unlink()
-    return foreign
+    return edit
 
 
 def _flip(offset: int) -> WalEdit:
@@ -119,10 +113,10 @@ WAL_CASES: dict[str, tuple[WalEdit, str]] = {
     "garbage": (lambda w, p: bytes(range(256)) * 20, "not a SQLite WAL file"),
     "too-short": (lambda w, p: w[:20], "too short"),
     "version": (lambda w, p: _with_header(w, version=3007001), "unknown WAL format"),
-    "page-size": (_foreign_page_size, "pages are 1024 bytes"),
+    "page-size": (_foreign(page_size=1024), "pages are 1024 bytes"),
     "header-checksum": (_flip(20), "header checksum"),  # salt-2 changed, checksum not
     "frame-salt": (_flip(32 + 8), "first frame is from another WAL"),
-    "foreign-app": (_foreign_db_same_page_size, "no chatbridge tables"),
+    "foreign-app": (_foreign(), "no chatbridge tables"),
 }
 
 
@@ -407,21 +401,8 @@ async def test_inbox_message_of_the_wrong_shape_is_skipped_on_read(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs (needs root and mount permission, else the test is skipped)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip()})")
-    try:
+    with small_tmpfs(tmp_path, "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("backend", ["json", "sqlite"])
