@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.ledger import Account, Hold, Limits, Settlement, Tally
-from tests.core.store.helpers import AnyStore, exchange, opened
+from tests.stores.helpers import AnyStore, exchange, opened
 
 DAY, MONTH = "2026-12-02", "2026-12"
 NOW = 1_800_000_000.0
