@@ -20,7 +20,8 @@ from chatbridge.stores.json import JsonStore
 from chatbridge.stores.sqlite import SqliteStore
 from chatbridge.stores.sqlite import _wal as _sqlite_wal
 from chatbridge.stores.sqlite._check import wal_problem
-from tests.stores.helpers import exchange, opened, snapshot, store_path
+from tests.stores.helpers import AnyStore, exchange, opened, snapshot, store_path
+from tests.support.closing import Closing
 from tests.support.small_disk import small_tmpfs
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
@@ -354,45 +355,50 @@ async def test_damaged_row_is_refused_without_quoting_it(case: str, tmp_path: Pa
     assert snapshot(tmp_path) == before
 
 
+async def _open_then_written(path: Path, closing: Closing, *writes: tuple[str, object]) -> AnyStore:
+    """The store at `path` (five exchanges) opened, then each (statement,
+    parameter) of `writes` run on it by another connection, as another
+    program damaging the file under a running bot would."""
+    await _store(path, "ours")
+    store = closing(await opened("sqlite", path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement, parameter in writes:
+            other.execute(statement, (parameter,))
+    finally:
+        other.close()
+    return store
+
+
 async def test_row_damaged_while_open_is_skipped_on_read(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, closing: Closing
 ) -> None:
     """Issue 17.3: a damaged row costs that row (it was StoreCorrupt for the read)."""
     path = store_path("sqlite", tmp_path)
-    await _store(path, "ours")
-    store = await opened("sqlite", path)
-    try:
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("UPDATE ring SET user_message = CAST(? AS BLOB)", (SECRET,))
-        other.execute("UPDATE sessions SET started_at = ?", (SECRET,))
-        other.close()
-        assert await store.ring("u1", since=0) == []
-        assert await store.load_session("u1:chat") is None
-        assert str(path) in caplog.text
-        assert SECRET not in caplog.text
-    finally:
-        await store.aclose()
+    store = await _open_then_written(
+        path,
+        closing,
+        ("UPDATE ring SET user_message = CAST(? AS BLOB)", SECRET),
+        ("UPDATE sessions SET started_at = ?", SECRET),
+    )
+    assert await store.ring("u1", since=0) == []
+    assert await store.load_session("u1:chat") is None
+    assert str(path) in caplog.text
+    assert SECRET not in caplog.text
 
 
 async def test_inbox_message_of_the_wrong_shape_is_skipped_on_read(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, closing: Closing
 ) -> None:
-    path = store_path("sqlite", tmp_path)
-    await _store(path, "ours")
-    store = await opened("sqlite", path)
-    try:
-        other = sqlite3.connect(path, isolation_level=None)
-        message = f'{{"text": "{SECRET}", "kind": "{SECRET}"}}'
-        other.execute(
-            "INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:9', 1, ?, '[]')",
-            (message,),
-        )
-        other.close()
-        assert [e.key for e in await store.inbox_pending()] == []
-        assert "'t:9'" in caplog.text
-        assert SECRET not in caplog.text
-    finally:
-        await store.aclose()
+    message = f'{{"text": "{SECRET}", "kind": "{SECRET}"}}'
+    store = await _open_then_written(
+        store_path("sqlite", tmp_path),
+        closing,
+        ("INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:9', 1, ?, '[]')", message),
+    )
+    assert [e.key for e in await store.inbox_pending()] == []
+    assert "'t:9'" in caplog.text
+    assert SECRET not in caplog.text
 
 
 # --- full disk ------------------------------------------------------------
