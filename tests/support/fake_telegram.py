@@ -133,6 +133,7 @@ class FakeTelegram:
         self.files: dict[str, TelegramFile] = {}
         self.downloads: list[str] = []  # file_paths whose bytes were served, in order
         self.fail_downloads = False  # /file/... answers 500
+        self.cut_off = 0  # requests whose client hung up before their body arrived
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -327,7 +328,17 @@ class FakeTelegram:
     # -- API ---------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        params = await _params(request)
+        try:
+            params = await _params(request)
+        except ConnectionResetError:
+            if not _hung_up(request):
+                raise
+            # The client went away mid-request (a process stopped while it
+            # posted): Telegram never got the call, so none is recorded, and
+            # that is no server error. aiohttp writes nothing to a closed
+            # connection, so the status goes nowhere.
+            self.cut_off += 1
+            return web.Response(status=400)
         self.calls.append(Call(method, params, time.monotonic()))
         try:
             if request.match_info["token"] != self.token:
