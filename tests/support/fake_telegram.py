@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 from aiohttp import web
@@ -94,6 +94,17 @@ class ApiError(Exception):
     def __init__(self, code: int, description: str, **parameters: Any) -> None:
         super().__init__(description)
         self.code, self.description, self.parameters = code, description, parameters
+
+
+class UpdateOptions(TypedDict, total=False):
+    """`make_update`'s keyword arguments, which `push_text` passes on."""
+
+    chat_type: str
+    thread_id: int | None
+    reply_to_bot: bool
+    from_bot: bool
+    entities: list[dict[str, Any]] | None
+    edited: bool
 
 
 class FakeTelegram:
@@ -179,23 +190,10 @@ class FakeTelegram:
         self._unknown.add(method)
 
     def push_text(
-        self,
-        chat_id: int,
-        user_id: int,
-        text: str,
-        *,
-        chat_type: str = "private",
-        thread_id: int | None = None,
-        reply_to_bot: bool = False,
-        from_bot: bool = False,
-        entities: list[dict[str, Any]] | None = None,
-        edited: bool = False,
+        self, chat_id: int, user_id: int, text: str, **options: Unpack[UpdateOptions]
     ) -> int:
-        """Queue an update for getUpdates; returns its update_id."""
-        update = self.make_update(
-            chat_id, user_id, text, chat_type=chat_type, thread_id=thread_id,
-            reply_to_bot=reply_to_bot, from_bot=from_bot, entities=entities, edited=edited,
-        )  # fmt: skip
+        """Queue an update for getUpdates (`make_update`'s); returns its update_id."""
+        update = self.make_update(chat_id, user_id, text, **options)
         self._pending.append(update)
         self._arrived.set()
         return int(update["update_id"])
