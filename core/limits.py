@@ -233,7 +233,7 @@ class Remainder:
     usd_month: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per limited message: not frozen (see core.ledger)
 class Admitted:
     hold: Hold
     prompt_tokens: int
@@ -312,19 +312,16 @@ class LimitGate:
         """Reserve the worst case of `prompt` (with `images` images, by default
         its image parts); a refusing `Verdict` if it does not fit (or a
         `moved` one: see `Hold.sender`)."""
-        now = self._clock.now()
         count = images_in(prompt) if images is None else images
-        prompt_tokens = prompt_tokens_bound(prompt)
-        # `_hold`, spelled out: this runs for every limited message.
-        policy = self.policy
-        tokens, nano = policy.worst(prompt_tokens, count)
-        day, month = self.periods(now)
-        hid = f"{self._id_prefix}-{next(self._ids)}"
-        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + policy.hold_ttl, sender)
+        bound = prompt_tokens_bound(prompt)
+        hold = self._hold(bound, count, accounts, self._clock.now(), self._next_id(), sender)
         verdict = await self._store.ledger_reserve(hold)
         if not verdict.ok:
             return verdict
-        return Admitted(hold, policy.worst_input(prompt_tokens, count))
+        return Admitted(hold, self.policy.worst_input(bound, count))
+
+    def _next_id(self) -> str:
+        return f"{self._id_prefix}-{next(self._ids)}"
 
     async def could_admit(
         self, prompt: Prompt, *, accounts: tuple[Account, ...], images: int
@@ -371,12 +368,18 @@ class LimitGate:
         that person's accounts, having written nothing."""
         sender = "" if person is not None else user_id
         key = person if person is not None else self._persons.get(user_id, user_id)
+        # Measured once, whichever person the store names.
+        count = images_in(prompt) if images is None else images
+        bound = prompt_tokens_bound(prompt)
         for _ in range(_RELINKS):
             accounts = self.accounts(key, user_id, admin=admin, place=place)
-            result = await self.admit(prompt, accounts=accounts, sender=sender, images=images)
-            if isinstance(result, Admitted) or result.moved is None:
-                return result, accounts
-            key = result.moved
+            hold = self._hold(bound, count, accounts, self._clock.now(), self._next_id(), sender)
+            verdict = await self._store.ledger_reserve(hold)
+            if verdict.ok:
+                return Admitted(hold, self.policy.worst_input(bound, count)), accounts
+            if verdict.moved is None:
+                return verdict, accounts
+            key = verdict.moved
             if len(self._persons) > _ACCOUNTS_KEPT:
                 self._persons.clear()
             if key == user_id:

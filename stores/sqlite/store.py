@@ -231,11 +231,11 @@ class SqliteStore(StoreBase):
         short = stored is not None and len(stored.turns) + len(added) <= len(session.turns)
         ring = self._rings.pop(user, None)
         written = False
+        # The person's counters ride in the usage row when it is theirs (`_ledger`).
+        fold = settled is not None and _ledger.folds(settled, user, exchange.day)
         with self._txn() as db:
             if exchange.inbox_key:
                 _inbox.done(db, exchange.inbox_key, time.time())
-            if settled is not None:  # counted even for a forgotten user: it was used
-                _ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 written = True
@@ -249,8 +249,19 @@ class SqliteStore(StoreBase):
                 if not short:
                     db.execute(_TRIM_TURNS, (key, len(session.turns)))
                 db.execute(_INSERT_ENTRY, entry)
-                db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
+                if fold:
+                    db.execute(
+                        _ledger.ADD_USAGE_COUNTED,
+                        (user, exchange.day, u.input_tokens, u.output_tokens, tally.tokens_in,
+                         tally.tokens_out, tally.requests, tally.nano_usd),
+                    )  # fmt: skip
+                else:
+                    db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
+            if settled is not None:  # counted even for a forgotten user: it was used
+                rest = settled.accounts[1:] if written and fold else settled.accounts
+                if rest:
+                    _ledger.add(db, rest, settled.day, settled.month, tally)
         if written and whole:
             self._keep(session)
         if written and ring is not None:  # as _TRIM left it: the newest `_max`
@@ -299,6 +310,7 @@ class SqliteStore(StoreBase):
             db.execute(
                 "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
             )
+            db.execute(_ledger.KEEP_ON_FORGET, (user,))  # counted use stays
             for table in ("ring", "sessions", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
             now = time.time()
