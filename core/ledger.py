@@ -39,6 +39,7 @@ __all__ = [
     "Settlement",
     "Snapshot",
     "Tally",
+    "Used",
     "Verdict",
     "decide",
     "moved",
@@ -173,6 +174,10 @@ class Tally:
 
 Counted = Mapping[str, tuple["Tally", "Tally"]]
 """Settled use per account: (the hold's day, the hold's month)."""
+Used = Mapping[str, tuple[list[int], list[int]]]
+"""What a reserve reads of each account's settled use: [tokens, nano-dollars]
+of the hold's day and of its month (a backend's cache of them may hand over
+its own lists: `reserve` only reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +281,8 @@ class LedgerBook:
     stamps: dict[str, dict[str, float]] = field(default_factory=dict)
     notices: dict[str, float] = field(default_factory=dict)
 
-    def reserve(self, hold: Hold, counted: Counted | None = None) -> Verdict:
-        """Decide and record `hold`. With `counted` (each account's settled day
+    def reserve(self, hold: Hold, used: Used | None = None) -> Verdict:
+        """Decide and record `hold`. With `used` (each account's settled day
         and month, kept elsewhere: SQLite's file) the book holds only holds,
         stamps and notices, and a refusal is for the caller to count.
 
@@ -287,18 +292,16 @@ class LedgerBook:
         for account in hold.accounts:
             key = account.key
             self._prune(key, now)  # after it every hold and stamp left counts
-            if counted is not None:
-                settled_day, settled_month = counted[key]
+            if used is not None:
+                settled_day, settled_month = used[key]
+                day_tokens, day_nano = settled_day[0], settled_day[1]
+                month_tokens, month_nano = settled_month[0], settled_month[1]
             else:
                 counters = self.counters.get(key) or {}
-                settled_day = counters.get(day, _ZERO)
-                settled_month = counters.get(month, _ZERO)
-            day_tokens, day_nano = (
-                settled_day.tokens_in + settled_day.tokens_out,
-                settled_day.nano_usd,
-            )
-            month_tokens = settled_month.tokens_in + settled_month.tokens_out
-            month_nano = settled_month.nano_usd
+                counted_day = counters.get(day, _ZERO)
+                counted_month = counters.get(month, _ZERO)
+                day_tokens, day_nano = counted_day.tokens, counted_day.nano_usd
+                month_tokens, month_nano = counted_month.tokens, counted_month.nano_usd
             holds = self.holds.get(key)
             if holds:
                 for row in holds.values():
@@ -315,7 +318,7 @@ class LedgerBook:
             )
             if kind:
                 verdict = _refused(hold, key, kind, self.notices.get(key))
-                if counted is None:
+                if used is None:
                     keys = [a.key for a in hold.accounts]
                     self._add(keys, day, month, Tally(refused=1))
                 if verdict.notify and kind == "messages_per_minute":
