@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.ports.store import StoreError
-from tests.core.store.helpers import Stores, store_path
+from tests.stores.helpers import Stores, store_path
 from tests.support.closing import Closing
 from tests.support.paths import REPO
 from tests.support.testbot import TestBots

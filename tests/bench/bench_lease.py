@@ -30,7 +30,7 @@ from chatbridge.core.models import Conversation, InboxEntry, IncomingMessage
 from chatbridge.stores.json import JsonStore
 from chatbridge.stores.redis import RedisStore
 from chatbridge.stores.sqlite import SqliteStore
-from tests.core.store.helpers import purge_redis
+from tests.stores.helpers import purge_redis
 from tests.support.redis_server import redis_url
 
 BACKLOGS = (10, 10_000)

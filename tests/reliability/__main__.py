@@ -17,7 +17,7 @@ import pytest
 
 TARGETS = (
     "tests/reliability",
-    "tests/core/store/test_crash.py",
+    "tests/stores/test_crash.py",
     "tests/scenarios/test_kill_loop.py",
     "tests/providers/test_faults.py",
     "tests/providers/test_misconfigured.py",

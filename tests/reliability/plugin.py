@@ -51,7 +51,7 @@ CATEGORIES: tuple[Category, ...] = (
              "unhandled exceptions", match="will_not_take"),
     Category("tests/scenarios/test_kill_loop.py", "faults injected", "kill loop (SIGKILL/SIGTERM)",
              "unhandled exceptions"),
-    Category("tests/core/store/test_crash.py", "crash runs", "store SIGKILL mid-commit",
+    Category("tests/stores/test_crash.py", "crash runs", "store SIGKILL mid-commit",
              "unhandled exceptions"),
     Category("tests/reliability/test_config_secrets_never_echoed.py", "checks passed",
              "secrets checked", "secrets found"),

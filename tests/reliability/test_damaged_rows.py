@@ -33,7 +33,7 @@ from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.models import Exchange
 from chatbridge.core.ports.store import StoreError
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     AnyStore,
     exchange,
     inbox_entry,

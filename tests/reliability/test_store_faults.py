@@ -21,7 +21,7 @@ from chatbridge.stores.json import JsonStore
 from chatbridge.stores.sqlite import SqliteStore
 from chatbridge.stores.sqlite import _wal as _sqlite_wal
 from chatbridge.stores.sqlite._check import wal_problem
-from tests.core.store.helpers import exchange, opened, snapshot, store_path
+from tests.stores.helpers import exchange, opened, snapshot, store_path
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
 

@@ -23,7 +23,7 @@ from chatbridge.core.engine import Engine, EngineSettings
 from chatbridge.core.ledger import Limits, Settlement
 from chatbridge.core.limits import LimitGate, LimitPolicy, ProviderTerms
 from chatbridge.stores.redis import RedisStore
-from tests.core.store.helpers import purge_redis
+from tests.stores.helpers import purge_redis
 from tests.support.fakes import ManualClock, ScriptedProvider, latest_noon
 from tests.support.redis_server import redis_unavailable, redis_url
 from tests.support.testbot import TestBot

@@ -36,7 +36,7 @@ from chatbridge.core.scheduling import SharedInboxScheduler
 from chatbridge.core.texts import say
 from chatbridge.stores.redis import RedisStore
 from chatbridge.stores.redis._lease import RedisLeases, fence_key, lease_key
-from tests.core.store.helpers import purge_redis
+from tests.stores.helpers import purge_redis
 from tests.support.fakes import RecordingOutbox
 from tests.support.redis_server import redis_unavailable, redis_url
 

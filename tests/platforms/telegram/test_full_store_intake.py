@@ -19,8 +19,8 @@ from chatbridge.core.engine import EngineSettings
 from chatbridge.core.ports.store import StoreError
 from chatbridge.core.texts import say
 from chatbridge.platforms.telegram import TelegramPlatform
-from tests.core.store.helpers import inbox_entry
 from tests.platforms.telegram.conftest import telegram_config
+from tests.stores.helpers import inbox_entry
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.fakes import ScriptedProvider
 from tests.support.testbot import ALICE, TestBot, TestBots

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from chatbridge.core.ports.store import DEDUPE_WINDOW, StoreCorrupt, StoreError
 from chatbridge.stores.json import store as json_module
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     Stores,
     exchange,
     inbox_entry,

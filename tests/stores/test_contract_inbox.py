@@ -13,7 +13,7 @@ import pytest
 
 from chatbridge.core.models import ChatKind
 from chatbridge.core.ports.store import DEDUPE_WINDOW
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     AnyStore,
     Stores,
     exchange,
@@ -196,7 +196,7 @@ async def test_forget_erases_done_entries_and_keeps_only_what_arrives_after_it(
 ) -> None:
     """A done entry holds nothing after a forget; an entry received after the
     forget (1 s later here) stays pending with its text. Entries pending at the
-    forget are dropped: tests/core/store/test_forget_inbox.py."""
+    forget are dropped: tests/stores/test_forget_inbox.py."""
     store = await stores(backend, path)
     now = time.time()
     await store.inbox_add(inbox_entry("telegram:9001", SECRET, at=now, user="1"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chatbridge.core.ledger import Account, Hold, Limits, Settlement, Tally
 from chatbridge.core.models import Usage
-from tests.core.store.helpers import AnyStore, Stores, exchange, opened
+from tests.stores.helpers import AnyStore, Stores, exchange, opened
 
 DAY, MONTH = "2026-12-02", "2026-12"
 NOW = 1_800_000_000.0

@@ -9,7 +9,7 @@ import pytest
 
 from chatbridge.core.models import MemoryEntry, Session, Turn, Usage
 from chatbridge.core.ports.store import StoreError
-from tests.core.store.helpers import AnyStore, Stores, exchange, new_store, opened
+from tests.stores.helpers import AnyStore, Stores, exchange, new_store, opened
 
 
 async def test_unknown_session_is_none(store: AnyStore) -> None:

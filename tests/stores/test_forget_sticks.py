@@ -17,7 +17,7 @@ import pytest
 
 from chatbridge.core.models import Exchange, Session, Turn, Usage
 from chatbridge.stores._codec import user_hash
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     AnyStore,
     Stores,
     exchange,

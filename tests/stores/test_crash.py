@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import Usage
-from tests.core.store import crash_child
-from tests.core.store.helpers import inbox_entry, opened, snapshot, store_path
+from tests.stores import crash_child
+from tests.stores.helpers import inbox_entry, opened, snapshot, store_path
 
 ROOT = Path(__file__).resolve().parents[3]
 # JSON rewrites two files with four fsyncs per commit (~30 ms here), so it gets fewer.
@@ -24,7 +24,7 @@ async def _run_and_kill(backend: str, path: Path, mode: str = "commit") -> int:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.core.store.crash_child",
+        "tests.stores.crash_child",
         backend,
         str(path),
         mode,

@@ -1,6 +1,6 @@
 """Child process for test_crash: write forever, acknowledging each write on stdout.
 
-Usage: python -m tests.core.store.crash_child BACKEND PATH [MODE]
+Usage: python -m tests.stores.crash_child BACKEND PATH [MODE]
 
 MODE "commit" (the default): exchange `n` has session key `conv-n`, ring entry
 "seq n" and usage (1, 2), all for one user; the line `n` is printed (and
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chatbridge.core.ports.store import StoreSettings
 from chatbridge.stores import open_store
-from tests.core.store.helpers import exchange, inbox_entry
+from tests.stores.helpers import exchange, inbox_entry
 
 USER = "telegram:42"
 MAX_ENTRIES = 100_000  # never trims during the test: every exchange stays checkable

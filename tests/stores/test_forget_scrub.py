@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.models import Session, Turn
-from tests.core.store.helpers import Stores, exchange, raw_bytes
+from tests.stores.helpers import Stores, exchange, raw_bytes
 
 SECRET = "ZEBRA-7c1f-parcel-to-Karlstraße-12"
 KEPT = "OTTER-kept-for-someone-else"

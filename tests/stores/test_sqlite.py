@@ -14,7 +14,7 @@ from chatbridge.core.models import Turn
 from chatbridge.core.ports.store import StoreError, StoreSettings
 from chatbridge.stores import open_store
 from chatbridge.stores.sqlite import SqliteStore
-from tests.core.store.helpers import exchange, store_path
+from tests.stores.helpers import exchange, store_path
 from tests.support.closing import Closing
 
 

@@ -11,7 +11,7 @@ import pytest
 from chatbridge.core.models import MemoryEntry
 from chatbridge.core.ports.store import StoreError
 from chatbridge.stores.json import JsonStore
-from tests.core.store.helpers import exchange, snapshot
+from tests.stores.helpers import exchange, snapshot
 from tests.support.closing import Closing
 
 SEED = (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chatbridge.core.ports.store import StoreCorrupt, StoreError
-from tests.core.store.helpers import exchange, new_store, opened, snapshot, store_path
+from tests.stores.helpers import exchange, new_store, opened, snapshot, store_path
 
 GARBAGE = bytes(range(256)) * 64
 SECRET = "private-9d2b"  # in every stored text; an error must never quote it

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chatbridge.core.models import ChannelCursor
-from tests.core.store.helpers import AnyStore, opened
+from tests.stores.helpers import AnyStore, opened
 
 SNOWFLAKE = 1_300_000_000_000_000_000  # Discord IDs pass 2^53: no float may touch them
 

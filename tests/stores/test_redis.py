@@ -24,7 +24,7 @@ from chatbridge.core.ports.store import StoreCorrupt, StoreError, StoreSettings
 from chatbridge.stores import open_store
 from chatbridge.stores._codec import user_hash
 from chatbridge.stores.redis import RedisStore
-from tests.core.store.helpers import exchange, purge_redis, redis_keys
+from tests.stores.helpers import exchange, purge_redis, redis_keys
 from tests.support.redis_server import redis_unavailable, redis_url
 
 USER = "telegram:579304651"

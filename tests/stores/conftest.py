@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     BACKENDS,
     AnyStore,
     Stores,

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from chatbridge.core.models import ChatKind
-from tests.core.store.helpers import (
+from tests.stores.helpers import (
     Stores,
     inbox_entry,
     raw_bytes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chatbridge.core.links import LOCK_AFTER, LOCK_FOR, code_hash
-from tests.core.store.helpers import AnyStore, opened
+from tests.stores.helpers import AnyStore, opened
 
 NOW = 1_800_000_000.0
 TG, DC, SL = "telegram:1", "discord:2", "slack:U3"
