@@ -291,7 +291,6 @@ class LedgerBook:
         now, day, month = hold.now, hold.day, hold.month
         for account in hold.accounts:
             key = account.key
-            self._prune(key, now)  # after it every hold and stamp left counts
             if used is not None:
                 settled_day, settled_month = used[key]
                 day_tokens, day_nano = settled_day[0], settled_day[1]
@@ -303,7 +302,8 @@ class LedgerBook:
                 day_tokens, day_nano = counted_day.tokens, counted_day.nano_usd
                 month_tokens, month_nano = counted_month.tokens, counted_month.nano_usd
             holds = self.holds.get(key)
-            if holds:
+            if holds:  # mostly empty: the last message's hold was settled
+                _prune_holds(holds, now)  # after it every hold left counts
                 for row in holds.values():
                     if row.day == day:
                         day_tokens += row.tokens
@@ -312,7 +312,12 @@ class LedgerBook:
                         month_tokens += row.tokens
                         month_nano += row.nano_usd
             stamps = self.stamps.get(key)
-            recent = len(stamps) if stamps else 0
+            recent = 0
+            if stamps:
+                cutoff = now - RATE_WINDOW
+                if next(iter(stamps.values())) <= cutoff:  # the oldest is out of the window
+                    _prune_stamps(stamps, cutoff)
+                recent = len(stamps)
             kind = _first_exceeded(
                 hold, account.limits, day_tokens, day_nano, month_tokens, month_nano, recent
             )
@@ -392,23 +397,32 @@ class LedgerBook:
     def _prune(self, key: str, now: float) -> None:
         holds = self.holds.get(key)
         if holds:
-            expired = [h for h, row in holds.items() if row.expires_at <= now]
-            for hid in expired:
-                del holds[hid]
+            _prune_holds(holds, now)
         stamps = self.stamps.get(key)
         if stamps:
-            # Stamps are added in time order (dicts keep it): drop from the front.
-            cutoff = now - RATE_WINDOW
-            old = []
-            for sid, at in stamps.items():
-                if at > cutoff:
-                    break
-                old.append(sid)
-            for sid in old:
-                del stamps[sid]
+            _prune_stamps(stamps, now - RATE_WINDOW)
 
     def _add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
         for key in keys:
             periods = self.counters.setdefault(key, {})
             for period in (day, month):
                 periods[period] = periods.get(period, Tally()) + tally
+
+
+def _prune_holds(holds: dict[str, HoldRow], now: float) -> None:
+    """Drop the holds expired at `now`."""
+    expired = [h for h, row in holds.items() if row.expires_at <= now]
+    for hid in expired:
+        del holds[hid]
+
+
+def _prune_stamps(stamps: dict[str, float], cutoff: float) -> None:
+    """Drop the stamps at or before `cutoff`. They are added in time order
+    (dicts keep it): drop from the front."""
+    old = []
+    for sid, at in stamps.items():
+        if at > cutoff:
+            break
+        old.append(sid)
+    for sid in old:
+        del stamps[sid]
