@@ -363,15 +363,22 @@ class LimitGate:
         that person's accounts, having written nothing."""
         sender = "" if person is not None else user_id
         key = person if person is not None else self._persons.get(user_id, user_id)
-        # Measured once, whichever person the store names.
+        # Measured once, whichever person the store names; `_hold` spelled
+        # out: this runs for every limited message.
         count = images_in(prompt) if images is None else images
         bound = prompt_tokens_bound(prompt)
+        policy = self.policy
+        tokens, nano = policy.worst(bound, count)
         for _ in range(_RELINKS):
             accounts = self.accounts(key, user_id, admin=admin, place=place)
-            hold = self._hold(bound, count, accounts, self._clock.now(), self._next_id(), sender)
+            now = self._clock.now()
+            day, month = self.periods(now)
+            hid = f"{self._id_prefix}-{next(self._ids)}"
+            expires = now + policy.hold_ttl
+            hold = Hold(hid, accounts, tokens, nano, day, month, now, expires, sender)
             verdict = await self._store.ledger_reserve(hold)
             if verdict.ok:
-                return Admitted(hold, self.policy.worst_input(bound, count)), accounts
+                return Admitted(hold, policy.worst_input(bound, count)), accounts
             if verdict.moved is None:
                 return verdict, accounts
             key = verdict.moved
