@@ -378,7 +378,9 @@ class LimitGate:
             hold = Hold(hid, accounts, tokens, nano, day, month, now, expires, sender)
             verdict = await self._store.ledger_reserve(hold)
             if verdict.ok:
-                return Admitted(hold, policy.worst_input(bound, count)), accounts
+                return Admitted(
+                    hold, policy.worst_input(bound, count) if count else bound
+                ), accounts
             if verdict.moved is None:
                 return verdict, accounts
             key = verdict.moved
