@@ -41,7 +41,11 @@ from chatbridge.core.ports.store import StoreCorrupt, StoreError
 from chatbridge.stores._codec import corrupt, unreadable
 from chatbridge.stores.sqlite._wal import stale_problem
 
-SCHEMA_VERSION = 1  # bump with a migration in _file; older builds then refuse the file
+SCHEMA_VERSION = 2  # bump with a migration in _file; older builds then refuse the file
+# Versions this build opens: 1 (before the usage row carried the limit
+# counters) is migrated to 2 at connect; an older build refuses a 2, since
+# it would not see the counters there and let a budget be overshot.
+READABLE_VERSIONS = frozenset({"1", str(SCHEMA_VERSION)})
 _MAGIC = b"SQLite format 3\x00"
 _TABLES = {"meta", "ring", "sessions", "usage"}
 _WAL_MAGIC = {0x377F0682: "<", 0x377F0683: ">"}  # checksum words little/big-endian
@@ -172,9 +176,9 @@ def _check_contents(path: Path, hot_wal: bool) -> None:
             if not _TABLES <= names:
                 raise corrupt(path, "SQLite", "no chatbridge tables")
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None or row[0] != str(SCHEMA_VERSION):
+            if row is None or row[0] not in READABLE_VERSIONS:
                 found = "none" if row is None else str(row[0])[:12]
-                reason = f"schema version {found}, this build reads {SCHEMA_VERSION}"
+                reason = f"schema version {found}, this build reads 1 to {SCHEMA_VERSION}"
                 raise corrupt(path, "SQLite", reason)
             stale = _stale_wal(uri, db) if hot_wal else None
             damaged = _damaged_column(db, names)

@@ -112,19 +112,27 @@ _USAGE_COLUMNS = ("ledger_tokens_in", "ledger_tokens_out", "ledger_requests", "l
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Give a file made before them the usage row's counter columns (all 0).
-    Checked again under the write lock: two processes may open an old file."""
-    if _has_usage_columns(db):
+    """Give a file made before them the usage row's counter columns (all 0),
+    and schema version 2, which older builds refuse (they would not count
+    what is stored there). Checked again under the write lock: two processes
+    may open an old file."""
+    if _migrated(db):
         return
     db.execute("BEGIN IMMEDIATE")
     try:
         if not _has_usage_columns(db):
             for column in _USAGE_COLUMNS:
                 db.execute(f"ALTER TABLE usage ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _migrated(db: sqlite3.Connection) -> bool:
+    version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return version == ("2",) and _has_usage_columns(db)
 
 
 def _has_usage_columns(db: sqlite3.Connection) -> bool:

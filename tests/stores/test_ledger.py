@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -187,6 +188,7 @@ async def test_a_sqlite_file_from_before_the_counted_usage_row_opens_and_counts(
     db = sqlite3.connect(path, isolation_level=None)
     for column in ("ledger_tokens_in", "ledger_tokens_out", "ledger_requests", "ledger_nano_usd"):
         db.execute(f"ALTER TABLE usage DROP COLUMN {column}")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.execute("INSERT INTO usage VALUES ('alice', ?, 3, 5)", (DAY,))
     db.execute("INSERT INTO ledger VALUES ('person:alice', ?, 60, 40, 1, 0, 7)", (DAY,))
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -208,3 +210,8 @@ async def test_a_sqlite_file_from_before_the_counted_usage_row_opens_and_counts(
     again = await stores("sqlite", path)  # the migrated file passes the open's checks
     (row,) = await again.ledger_rows(since_day=DAY)
     assert row.tally == Tally(80, 50, 2, 1, 14)
+    # Version 2 now, which a build from before the counters refuses.
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            "2",
+        )
