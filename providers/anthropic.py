@@ -24,22 +24,13 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from chatbridge.core.models import MediaPart, Turn, Usage
+from chatbridge.providers._sdk import ErrorMapping, SdkErrors, post_streamed
 from chatbridge.providers._splice import Splice
-from chatbridge.providers._wire import (
-    PLACEHOLDER_KEY,
-    media_accepted,
-    retry_after_seconds,
-    status_detail,
-    status_error,
-)
+from chatbridge.providers._wire import PLACEHOLDER_KEY, media_accepted
 from chatbridge.providers.base import (
     InvalidRequest,
-    MediaRejected,
     Prompt,
-    ProviderError,
-    ProviderTimeout,
     ProviderUnavailable,
-    RateLimited,
     StreamEvent,
     TextDelta,
     UsageReport,
@@ -48,6 +39,22 @@ from chatbridge.providers.base import (
 # The SDK lets raw httpx2 errors out of a stream's body (a dropped connection,
 # a read timeout mid-answer), and a malformed `data:` line as a JSONDecodeError.
 WIRE_ERRORS = (anthropic.AnthropicError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
+
+
+def _reason(exc: anthropic.APIStatusError) -> tuple[object, object, object]:
+    """The SDK keeps the server's error type and message on the exception."""
+    return exc.type, exc.api_message, None
+
+
+# An `event: error` after the 200 went out (overloaded mid-answer) comes as a
+# status error with the 200's status; the SDK has no other error of that kind.
+SDK_ERRORS = SdkErrors(
+    rate_limited=anthropic.RateLimitError,
+    timed_out=anthropic.APITimeoutError,
+    status=anthropic.APIStatusError,
+    connection=anthropic.APIConnectionError,
+    reason=_reason,
+)
 
 
 def alternate_roles(
@@ -105,7 +112,6 @@ def _joined(first: Any, second: Any) -> Any:
 
 
 CACHE_BREAKPOINT = {"type": "ephemeral"}
-_REFUSED = (400, 413, 415, 422)  # with images or PDFs aboard: those were refused
 
 
 def mark_cached(message: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +168,9 @@ class AnthropicProvider:
         self.label = name
         self.model = model
         self.accepts = media_accepted("anthropic", vision=vision, base_url=base_url)
-        self._secret = api_key
-        self._timeout = timeout
+        self._errors = ErrorMapping(
+            SDK_ERRORS, name=name, model=model, timeout=timeout, secret=api_key
+        )
         self._max_tokens = max_tokens
         # An explicit key, even a placeholder, stops the SDK from hunting for
         # credentials in the environment and in profile files on disk.
@@ -218,14 +225,7 @@ class AnthropicProvider:
                     elif isinstance(event, RawMessageStopEvent):
                         stopped = True
         except WIRE_ERRORS as exc:
-            status = getattr(exc, "status_code", None)
-            if has_media and isinstance(exc, anthropic.APIStatusError) and status in _REFUSED:
-                raise MediaRejected(
-                    f"Provider {self.name!r} refused a request with images or files "
-                    f"(HTTP {status}).",
-                    provider=self.name,
-                ) from exc
-            raise self._mapped(exc) from exc
+            raise self._errors(exc, media=has_media) from exc
         if not stopped:
             raise ProviderUnavailable(
                 f"Provider {self.name!r} ended its stream before message_stop.",
@@ -236,56 +236,16 @@ class AnthropicProvider:
     async def _post_with_media(
         self, request: dict[str, Any], media: Splice
     ) -> anthropic.AsyncStream[RawMessageStreamEvent]:
-        """The request `messages.create` would send, through the SDK's own
-        client (its retries, errors and event parsing), with the body written
-        by `media`: the images' base64 goes out of the bytes the prompt holds
-        instead of being decoded to text and encoded again by the SDK."""
-        body = media.body(
-            {"max_tokens": self._max_tokens, "model": self.model, "stream": True, **request}
-        )
-        return await self._client.post(
+        """The request `messages.create` would send, with the body written by
+        `media` (see `post_streamed`)."""
+        return await post_streamed(
+            self._client,
             "/v1/messages",
+            {"max_tokens": self._max_tokens, "model": self.model, "stream": True, **request},
+            media,
             cast_to=Message,
-            content=body,
-            options={"headers": {"Content-Length": str(len(body))}},
-            stream=True,
             stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
         )
-
-    def _mapped(self, exc: Exception) -> ProviderError:
-        """The `ProviderError` for an SDK/transport exception; one sentence each."""
-        who = f"Provider {self.name!r}"
-        if isinstance(exc, anthropic.RateLimitError):
-            return RateLimited(
-                f"{who} is still rate limited (HTTP 429) after the SDK's retries.",
-                provider=self.name,
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return ProviderTimeout(
-                f"{who} timed out waiting {self._timeout:g}s for data.", provider=self.name
-            )
-        if isinstance(exc, anthropic.APIStatusError):
-            detail = status_detail(exc.status_code, exc.type, exc.api_message, self._secret)
-            if exc.status_code < 400:
-                # An `event: error` after the 200 went out (overloaded mid-answer).
-                return ProviderUnavailable(
-                    f"{who} reported an error mid-stream ({detail.removeprefix('HTTP 200 ')}).",
-                    provider=self.name,
-                )
-            return status_error(
-                self.name,
-                model=self.model,
-                status=exc.status_code,
-                error_type=exc.type,
-                message=exc.api_message,
-                secret=self._secret,
-            )
-        if isinstance(exc, json.JSONDecodeError):
-            return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
-        if isinstance(exc, anthropic.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):
-            return ProviderUnavailable(f"{who} lost the connection.", provider=self.name)
-        return ProviderUnavailable(f"{who} failed unexpectedly.", provider=self.name)
 
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""

@@ -17,20 +17,12 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 from chatbridge.core.models import Turn, Usage
+from chatbridge.providers._sdk import ErrorMapping, SdkErrors, post_streamed
 from chatbridge.providers._splice import Splice
-from chatbridge.providers._wire import (
-    PLACEHOLDER_KEY,
-    media_accepted,
-    retry_after_seconds,
-    status_error,
-)
+from chatbridge.providers._wire import PLACEHOLDER_KEY, media_accepted
 from chatbridge.providers.base import (
-    MediaRejected,
     Prompt,
-    ProviderError,
-    ProviderTimeout,
     ProviderUnavailable,
-    RateLimited,
     StreamEvent,
     TextDelta,
     UsageReport,
@@ -41,6 +33,24 @@ log = logging.getLogger(__name__)
 # What can escape the SDK while streaming: its own errors, raw transport errors
 # from the body iterator, and the JSON error of a malformed `data:` line.
 WIRE_ERRORS = (openai.OpenAIError, httpx2.HTTPError, httpx2.StreamError, json.JSONDecodeError)
+
+
+def _reason(exc: openai.APIStatusError) -> tuple[object, object, object]:
+    """The server's error type, message and code, from the body the SDK kept."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    return body.get("type"), body.get("message"), body.get("code")
+
+
+# An `{"error": ...}` frame after the 200 went out comes as a bare `APIError`;
+# any other error of the SDK's own that reaches the mapping is read the same way.
+SDK_ERRORS = SdkErrors(
+    rate_limited=openai.RateLimitError,
+    timed_out=openai.APITimeoutError,
+    status=openai.APIStatusError,
+    connection=openai.APIConnectionError,
+    reason=_reason,
+    error_frame=openai.OpenAIError,
+)
 
 
 def is_openai_itself(base_url: str | None) -> bool:
@@ -75,8 +85,9 @@ class OpenAIProvider:
         self.label = name
         self.model = model
         self.accepts = media_accepted("openai", vision=vision, base_url=base_url)
-        self._secret = api_key
-        self._timeout = timeout
+        self._errors = ErrorMapping(
+            SDK_ERRORS, name=name, model=model, timeout=timeout, secret=api_key
+        )
         self._max_tokens = max_tokens
         self._compatible_server = not is_openai_itself(base_url)
         # Cleared for good when a compatible server rejects the parameter.
@@ -124,13 +135,7 @@ class OpenAIProvider:
                         if choice.delta is not None and choice.delta.content:
                             yield TextDelta(choice.delta.content)
         except WIRE_ERRORS as exc:
-            if has_media and _refused_request(exc):
-                raise MediaRejected(
-                    f"Provider {self.name!r} refused a request with images or files "
-                    f"(HTTP {getattr(exc, 'status_code', '?')}).",
-                    provider=self.name,
-                ) from exc
-            raise self._mapped(exc) from exc
+            raise self._errors(exc, media=has_media) from exc
         if not finished:
             raise ProviderUnavailable(
                 f"Provider {self.name!r} ended its stream before a finish_reason.",
@@ -210,59 +215,18 @@ class OpenAIProvider:
         request[tokens] = self._max_tokens
         if key:
             request["prompt_cache_key"] = key
-        body = media.body(request)
-        return await self._client.post(
+        return await post_streamed(
+            self._client,
             "/chat/completions",
+            request,
+            media,
             cast_to=ChatCompletion,
-            content=body,
-            options={"headers": {"Content-Length": str(len(body))}},
-            stream=True,
             stream_cls=openai.AsyncStream[ChatCompletionChunk],
-        )
-
-    def _mapped(self, exc: Exception) -> ProviderError:
-        """The `ProviderError` for an SDK/transport exception; one sentence each."""
-        who = f"Provider {self.name!r}"
-        if isinstance(exc, openai.RateLimitError):
-            return RateLimited(
-                f"{who} is still rate limited (HTTP 429) after the SDK's retries.",
-                provider=self.name,
-                retry_after=retry_after_seconds(exc.response.headers),
-            )
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-            return ProviderTimeout(
-                f"{who} timed out waiting {self._timeout:g}s for data.", provider=self.name
-            )
-        if isinstance(exc, openai.APIStatusError):
-            body = exc.body if isinstance(exc.body, dict) else {}
-            return status_error(
-                self.name,
-                model=self.model,
-                status=exc.status_code,
-                error_type=body.get("type"),
-                message=body.get("message"),
-                code=body.get("code"),
-                secret=self._secret,
-            )
-        if isinstance(exc, json.JSONDecodeError):
-            return ProviderUnavailable(f"{who} sent malformed stream data.", provider=self.name)
-        if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError | httpx2.StreamError):
-            return ProviderUnavailable(f"{who} lost the connection.", provider=self.name)
-        # A bare APIError: an `{"error": ...}` frame after the 200 went out.
-        kind = getattr(exc, "type", None)
-        suffix = f" ({kind})" if isinstance(kind, str) and kind.replace("_", "").isalnum() else ""
-        return ProviderUnavailable(
-            f"{who} reported an error mid-stream{suffix}.", provider=self.name
         )
 
     async def aclose(self) -> None:
         """Close the client's connection pool; the instance is unusable afterwards."""
         await self._client.close()
-
-
-def _refused_request(exc: Exception) -> bool:
-    """A 400/413/415/422: the server refused what the request carried."""
-    return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 415, 422)
 
 
 def _usage(reported: Any) -> Usage:

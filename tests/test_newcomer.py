@@ -41,14 +41,21 @@ def quick_start() -> list[str]:
 
 
 def _fresh_environment(home: Path) -> dict[str, str]:
-    """What a newcomer's shell has: no virtualenv active, no keys, no overrides."""
+    """What a newcomer's shell has: no virtualenv active, no keys, no overrides.
+
+    Nor an outer make's variables: under `make test` the inner `make chat`
+    would otherwise print "make[1]: Entering directory" before its banner, and
+    take the outer `ARGS=` (make exports command-line variables)."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_TOKEN", "_API_KEY_FILE"))
-        and not k.startswith(("CHATBRIDGE_", "PYTEST", "VIRTUAL_ENV", "PYTHONPATH"))
+        if k != "ARGS"
+        and not k.endswith(("_API_KEY", "_TOKEN", "_API_KEY_FILE"))
+        and not k.startswith(
+            ("CHATBRIDGE_", "PYTEST", "VIRTUAL_ENV", "PYTHONPATH", "MAKE", "MFLAGS")
+        )
     }
     return env | {"PATH": path, "HOME": str(home)}
 

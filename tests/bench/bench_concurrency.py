@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
 import logging
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,24 +66,36 @@ def _script(llm: FakeOpenAI, count: int) -> None:
     llm.script(*[reply] * count)
 
 
-def _provider(llm: FakeOpenAI) -> OpenAIProvider:
-    return OpenAIProvider(
+@contextlib.asynccontextmanager
+async def _engine(llm: FakeOpenAI, db: Path, allow: list[str]) -> AsyncIterator[Engine]:
+    """An engine on a fresh SQLite store at `db`, answering through `llm`;
+    its store and provider are closed after the platform on it."""
+    store = SqliteStore(db, max_entries=20)
+    await store.open()
+    provider = OpenAIProvider(
         "main", model="m", api_key="k", base_url=llm.base_url,
         timeout=30.0, max_retries=0, max_tokens=256,
     )  # fmt: skip
+    try:
+        yield Engine(
+            EngineSettings(), store=store, provider=provider, access=AccessPolicy(allow=allow)
+        )
+    finally:
+        await provider.aclose()
+        await store.aclose()
 
 
 async def telegram_round(
     chats: int, *, drafts: bool, pacer: bool, interval: float, home: Path
 ) -> dict[str, Any]:
     users = [FIRST_USER + i for i in range(chats)]
-    async with FakeTelegram() as telegram, FakeOpenAI() as llm:
+    db = home / f"tg-{drafts}-{pacer}-{time.monotonic_ns()}.db"
+    async with (
+        FakeTelegram() as telegram,
+        FakeOpenAI() as llm,
+        _engine(llm, db, [f"telegram:{u}" for u in users]) as engine,
+    ):
         _script(llm, chats)
-        store = SqliteStore(home / f"tg-{drafts}-{pacer}-{time.monotonic_ns()}.db", max_entries=20)
-        await store.open()
-        provider = _provider(llm)
-        access = AccessPolicy(allow=[f"telegram:{u}" for u in users])
-        engine = Engine(EngineSettings(), store=store, provider=provider, access=access)
         config = TelegramConfig.model_validate({
             "enabled": True, "token": telegram.token, "base_url": telegram.base_url,
             "drafts": drafts, "edit_interval": interval,
@@ -105,8 +118,6 @@ async def telegram_round(
             await bot.stop_receiving()
             await engine.drain(10.0)
             await bot.aclose()
-            await provider.aclose()
-            await store.aclose()
         calls = [c for c in telegram.calls if c.at >= start and "chat_id" in c.params]
     final = []
     for user in users:
@@ -134,13 +145,13 @@ async def discord_round(
     users_count: int, *, paced: bool, interval: float, home: Path
 ) -> dict[str, Any]:
     users = [USER_ID + i for i in range(users_count)]
-    async with FakeDiscord() as discord, FakeOpenAI() as llm:
+    db = home / f"dc-{paced}-{time.monotonic_ns()}.db"
+    async with (
+        FakeDiscord() as discord,
+        FakeOpenAI() as llm,
+        _engine(llm, db, [f"discord:{u}" for u in users]) as engine,
+    ):
         _script(llm, users_count)
-        store = SqliteStore(home / f"dc-{paced}-{time.monotonic_ns()}.db", max_entries=20)
-        await store.open()
-        provider = _provider(llm)
-        access = AccessPolicy(allow=[f"discord:{u}" for u in users])
-        engine = Engine(EngineSettings(), store=store, provider=provider, access=access)
         config = DiscordConfig.model_validate({
             "enabled": True, "token": discord.token, "api_base": discord.api_base,
             "gateway_url": discord.gateway_url, "edit_interval": interval,
@@ -165,8 +176,6 @@ async def discord_round(
             await platform.stop_receiving()
             await engine.drain(10.0)
             await platform.aclose()
-            await provider.aclose()
-            await store.aclose()
         calls = [c for c in discord.calls if c.at >= start and c.path.startswith("/channels/")]
         calls = [c for c in calls if c.method in ("POST", "PATCH")]
         final = []

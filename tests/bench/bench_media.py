@@ -13,7 +13,8 @@ run in this process, so the child's memory is chatbridge's alone.
    the image's size.
 2. Time: each round is a text message, a photo with the same caption (each
    from a new user, so no image stays in a live session), both timed from the
-   update being queued to the answer in the chat, and then the floor: what a
+   update being queued to the answer's `sendMessage` reaching the fake (its
+   own timestamp, not when this loop next looks), and then the floor: what a
    Telegram image inherently costs to fetch, done plainly one step after the
    other in this process: `getFile` (python-telegram-bot, as the child calls
    it), the download of the same size (the fake's `/file/bot…` URL through
@@ -25,6 +26,13 @@ run in this process, so the child's memory is chatbridge's alone.
    time for a photo request less that for a text request, is taken off. The
    same comparison is also made round by round (paired), which load that
    changes between rounds disturbs less.
+
+   Each message is queued only once chatbridge's bot-wide Telegram budget
+   (`TelegramPacer`: 25 calls a second, bursts of 5) is full again. Each answer
+   spends two (typing, sendMessage); back-to-back rounds of a small image come
+   at about 40 calls a second, so the pacer rightly held the answers, the
+   photo's most (it follows the text at once, while the text follows the
+   floor), a wait for the bench's rate, not for the image.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from telegram import Bot
 
 from chatbridge.platforms._download import Downloader
 from chatbridge.platforms.telegram._files import file_base_url
+from chatbridge.platforms.telegram._pacing import BOT_BURST, BOT_RATE
 from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
@@ -71,12 +80,31 @@ def image(mb: float, seed: int) -> bytes:
     return PNG_HEAD + os.urandom(size - len(PNG_HEAD) - 1) + bytes([seed % 256])
 
 
+REFILL = BOT_BURST / BOT_RATE  # seconds for the bot's budget to refill from empty
+
+
+async def rested(telegram: FakeTelegram) -> None:
+    """Returns once the child's bot-wide budget is full: `REFILL` seconds
+    after its last call to a chat (every such call spends from it)."""
+    paced = [call.at for call in telegram.calls if "chat_id" in call.params]
+    if paced:
+        await asyncio.sleep(max(0.0, paced[-1] + REFILL - time.monotonic()))
+
+
 async def answered(telegram: FakeTelegram, chat: int, push: object) -> float:
-    started = time.perf_counter()
+    """Seconds from queuing the update (`push`) to the answer's sendMessage
+    reaching the fake, by the fake's own clock (`Call.at`, monotonic)."""
     assert callable(push)
+    await rested(telegram)
+    started = time.monotonic()
     push()
     await telegram.wait_for(lambda: bool(telegram.bot_texts(chat)), within=120)
-    return time.perf_counter() - started
+    sent = next(
+        call.at
+        for call in telegram.calls
+        if call.method == "sendMessage" and str(call.params.get("chat_id")) == str(chat)
+    )
+    return sent - started
 
 
 class Floor:
@@ -143,7 +171,8 @@ async def fetch_floor(base_url: str, token: str) -> None:
 
 
 async def main(rounds: int, mb: float) -> None:
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; image {mb:g} MB")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; image {mb:g} MB; "
+          f"each message queued {REFILL:g} s after the bot's last call to a chat")  # fmt: skip
     async with FakeTelegram() as telegram, FakeOpenAI() as openai, Floor(telegram) as floor:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)

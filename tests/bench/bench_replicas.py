@@ -307,18 +307,8 @@ async def measure_redis(users: int, samples: int, warmup: int = 200) -> dict[str
     finally:
         await store.aclose()
         flushdb()
-    totals.sort()
-    return {
-        "samples": samples,
-        "setup_s": setup,
-        "mean": sum(totals) / samples,
-        "p50": totals[samples // 2],
-        "p99": totals[min(samples - 1, int(samples * 0.99))],
-        "commit": sum(commits) / samples,
-        "ring": sum(reads) / samples,
-        "cpu": sum(cpu) / samples,
-        "trips": f"{counted[0] / samples:g} + {counted[1] / samples:g}",
-    }
+    trips_each = f"{counted[0] / samples:g} + {counted[1] / samples:g}"
+    return {**bench_store.summary(setup, totals, commits, reads, cpu), "trips": trips_each}
 
 
 async def store_table(quick: bool) -> None:

@@ -176,7 +176,16 @@ async def measure(backend: str, users: int, samples: int) -> dict[str, float]:
                 reads.append((t3 - t2) / 1000)
                 cpu.append((c3 - c1) / 1000)
         await store.aclose()
-    totals.sort()
+    return summary(setup, totals, commits, reads, cpu)
+
+
+def summary(
+    setup: float, totals: list[float], commits: list[float], reads: list[float], cpu: list[float]
+) -> dict[str, float]:
+    """One backend's row: set-up seconds, then microseconds per commit-and-read
+    (mean, p50, p99 of the whole; the mean of each part and of CPU time)."""
+    samples = len(totals)
+    totals = sorted(totals)
     return {
         "samples": samples,
         "setup_s": setup,

@@ -305,11 +305,19 @@ async def test_a_failed_commit_tells_the_user_and_stores_no_ring_entry(
     assert await store.inbox_pending() == [], "the entry is not answered again"
 
 
+WRITE_KINDS = ("inbox_add", "inbox_progress", "inbox_done", "commit", "other", "inbox_prune")
+
+
+def _writes(**counts: int) -> dict[str, int]:
+    """A tally as `_count_writes` keeps it: `counts`, every other kind 0."""
+    assert set(counts) <= set(WRITE_KINDS), counts
+    return dict.fromkeys(WRITE_KINDS, 0) | counts
+
+
 def _count_writes(store: SqliteStore) -> dict[str, int]:
     """Write transactions SQLite runs, read off the store's own connection:
     a BEGIN IMMEDIATE ... COMMIT block, or one autocommit write statement."""
-    counts = {"inbox_add": 0, "inbox_progress": 0, "inbox_done": 0, "commit": 0, "other": 0}
-    counts["inbox_prune"] = 0
+    counts = _writes()
     in_txn = [False]
 
     def trace(sql: str) -> None:
@@ -347,14 +355,7 @@ async def test_store_writes_per_message_are_add_progress_and_one_commit(
     # An answer that fits one message: the add, the posted message's ref, the
     # recorded answer (README "Seen means stored"), then the one commit.
     await engine.handle(_message("Paket?", "11"), RecordingOutbox())
-    assert counts == {
-        "inbox_add": 1,
-        "inbox_progress": 2,
-        "inbox_done": 0,
-        "commit": 1,
-        "other": 0,
-        "inbox_prune": 0,
-    }
+    assert counts == _writes(inbox_add=1, inbox_progress=2, commit=1)
 
     # Streamed with progress edits, the same: the first post is recorded once.
     counts.update(dict.fromkeys(counts, 0))
@@ -364,39 +365,18 @@ async def test_store_writes_per_message_are_add_progress_and_one_commit(
     await engine.handle(_message("Und?", "12"), outbox)
     assert len(outbox.messages) == 1
     assert outbox.messages[0].edits, "progress was streamed"
-    assert counts == {
-        "inbox_add": 1,
-        "inbox_progress": 2,
-        "inbox_done": 0,
-        "commit": 1,
-        "other": 0,
-        "inbox_prune": 0,
-    }
+    assert counts == _writes(inbox_add=1, inbox_progress=2, commit=1)
 
     # Where no message outlives the process (the console), no reference is
     # recorded: the add, the recorded answer and the commit.
     counts.update(dict.fromkeys(counts, 0))
     await engine.handle(_message("Wo?", "14"), RecordingOutbox(edits_after_restart=False))
-    assert counts == {
-        "inbox_add": 1,
-        "inbox_progress": 1,
-        "inbox_done": 0,
-        "commit": 1,
-        "other": 0,
-        "inbox_prune": 0,
-    }
+    assert counts == _writes(inbox_add=1, inbox_progress=1, commit=1)
 
     # A command: the add and marking it done.
     counts.update(dict.fromkeys(counts, 0))
     await engine.handle(_message("/help", "13"), RecordingOutbox())
-    assert counts == {
-        "inbox_add": 1,
-        "inbox_progress": 0,
-        "inbox_done": 1,
-        "commit": 0,
-        "other": 0,
-        "inbox_prune": 0,
-    }
+    assert counts == _writes(inbox_add=1, inbox_done=1)
 
 
 async def test_a_platform_without_a_typing_indicator_is_never_asked_for_one(

@@ -15,7 +15,6 @@ import asyncio
 import importlib
 import inspect
 import logging
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
@@ -40,15 +39,6 @@ SOURCES = {
     ],
     "aiohttp.server": ["aiohttp.web_protocol"],
 }
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.logger}: {r.starts}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,15 +12,6 @@ from chatbridge.core.app.cli import _log_level, _parser
 from chatbridge.core.app.logs import setup_logging
 
 SECRET = "123456:very-secret-token"
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def _fail_with_traceback(log: logging.Logger) -> None:

@@ -323,15 +323,26 @@ def _chatbridge() -> str:
     return found
 
 
-def test_entry_command_has_the_run_subcommand() -> None:
-    result = subprocess.run(
-        [_chatbridge(), "--help"], capture_output=True, text=True, timeout=60, check=False
+def _entry(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The image's entry command with `args`, as its CMD would run it."""
+    return subprocess.run(
+        [_chatbridge(), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+        cwd=cwd,
     )
+
+
+def test_entry_command_has_the_run_subcommand() -> None:
+    result = _entry("--help")
     assert result.returncode == 0, result.stderr
     assert re.search(r"\brun\b", result.stdout)
-    result = subprocess.run(
-        [_chatbridge(), "run", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
+    result = _entry("run", "--help")
     assert result.returncode == 0, result.stderr
     assert "--config" in result.stdout
 
@@ -340,26 +351,10 @@ def test_entry_command_reads_chatbridge_config(tmp_path: Path) -> None:
     """ENTRYPOINT chatbridge + CHATBRIDGE_CONFIG: `config check` validates the mounted file."""
     (tmp_path / "mounted.yaml").write_text("server:\n  host: 0.0.0.0\n  port: 8080\n")
     env = {**os.environ, "CHATBRIDGE_CONFIG": str(tmp_path / "mounted.yaml")}
-    result = subprocess.run(
-        [_chatbridge(), "config", "check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    result = _entry("config", "check", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (tmp_path / "mounted.yaml").write_text("server:\n  hots: 0.0.0.0\n")
-    result = subprocess.run(
-        [_chatbridge(), "config", "check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    result = _entry("config", "check", env=env, cwd=tmp_path)
     assert result.returncode == 2
     assert "mounted.yaml" in result.stderr
 

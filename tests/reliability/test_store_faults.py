@@ -7,7 +7,6 @@ leaves every file beside the store byte-identical (sha256 before/after).
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import struct
 import subprocess
@@ -21,7 +20,9 @@ from chatbridge.stores.json import JsonStore
 from chatbridge.stores.sqlite import SqliteStore
 from chatbridge.stores.sqlite import _wal as _sqlite_wal
 from chatbridge.stores.sqlite._check import wal_problem
-from tests.stores.helpers import exchange, opened, snapshot, store_path
+from tests.stores.helpers import AnyStore, exchange, opened, snapshot, store_path
+from tests.support.closing import Closing
+from tests.support.small_disk import small_tmpfs
 
 SECRET = "private-4c1e"  # in every stored text; must never appear in an error
 
@@ -80,32 +81,26 @@ def _salt1(wal: bytes) -> int:
 WalEdit = Callable[[bytes, Path], bytes]
 
 
-def _foreign_page_size(wal: bytes, path: Path) -> bytes:
-    other = path.with_name("other.db")
-    db = sqlite3.connect(other, isolation_level=None)
-    db.execute("PRAGMA page_size = 1024")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA wal_autocheckpoint = 0")
-    db.execute("CREATE TABLE notes(body TEXT)")
-    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
-    foreign = Path(f"{other}-wal").read_bytes()
-    db.close()
-    other.unlink()
-    return foreign
+def _foreign(page_size: int | None = None) -> WalEdit:
+    """Another application's database's WAL (it rewrites page 1, the schema),
+    made beside the store; with `page_size`, its pages are of that size
+    instead of SQLite's default, which is ours too."""
 
+    def edit(wal: bytes, path: Path) -> bytes:
+        other = path.with_name("other.db")
+        db = sqlite3.connect(other, isolation_level=None)
+        if page_size is not None:
+            db.execute(f"PRAGMA page_size = {page_size}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        db.execute("CREATE TABLE notes(body TEXT)")
+        db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
+        foreign = Path(f"{other}-wal").read_bytes()
+        db.close()
+        other.unlink()
+        return foreign
 
-def _foreign_db_same_page_size(wal: bytes, path: Path) -> bytes:
-    """Another application's database: its WAL rewrites page 1 (the schema)."""
-    other = path.with_name("other.db")
-    db = sqlite3.connect(other, isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA wal_autocheckpoint = 0")
-    db.execute("CREATE TABLE notes(body TEXT)")
-    db.execute("INSERT INTO notes VALUES (?)", (SECRET,))
-    foreign = Path(f"{other}-wal").read_bytes()
-    db.close()
-    other.unlink()
-    return foreign
+    return edit
 
 
 def _flip(offset: int) -> WalEdit:
@@ -119,10 +114,10 @@ WAL_CASES: dict[str, tuple[WalEdit, str]] = {
     "garbage": (lambda w, p: bytes(range(256)) * 20, "not a SQLite WAL file"),
     "too-short": (lambda w, p: w[:20], "too short"),
     "version": (lambda w, p: _with_header(w, version=3007001), "unknown WAL format"),
-    "page-size": (_foreign_page_size, "pages are 1024 bytes"),
+    "page-size": (_foreign(page_size=1024), "pages are 1024 bytes"),
     "header-checksum": (_flip(20), "header checksum"),  # salt-2 changed, checksum not
     "frame-salt": (_flip(32 + 8), "first frame is from another WAL"),
-    "foreign-app": (_foreign_db_same_page_size, "no chatbridge tables"),
+    "foreign-app": (_foreign(), "no chatbridge tables"),
 }
 
 
@@ -360,45 +355,50 @@ async def test_damaged_row_is_refused_without_quoting_it(case: str, tmp_path: Pa
     assert snapshot(tmp_path) == before
 
 
+async def _open_then_written(path: Path, closing: Closing, *writes: tuple[str, object]) -> AnyStore:
+    """The store at `path` (five exchanges) opened, then each (statement,
+    parameter) of `writes` run on it by another connection, as another
+    program damaging the file under a running bot would."""
+    await _store(path, "ours")
+    store = closing(await opened("sqlite", path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement, parameter in writes:
+            other.execute(statement, (parameter,))
+    finally:
+        other.close()
+    return store
+
+
 async def test_row_damaged_while_open_is_skipped_on_read(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, closing: Closing
 ) -> None:
     """Issue 17.3: a damaged row costs that row (it was StoreCorrupt for the read)."""
     path = store_path("sqlite", tmp_path)
-    await _store(path, "ours")
-    store = await opened("sqlite", path)
-    try:
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("UPDATE ring SET user_message = CAST(? AS BLOB)", (SECRET,))
-        other.execute("UPDATE sessions SET started_at = ?", (SECRET,))
-        other.close()
-        assert await store.ring("u1", since=0) == []
-        assert await store.load_session("u1:chat") is None
-        assert str(path) in caplog.text
-        assert SECRET not in caplog.text
-    finally:
-        await store.aclose()
+    store = await _open_then_written(
+        path,
+        closing,
+        ("UPDATE ring SET user_message = CAST(? AS BLOB)", SECRET),
+        ("UPDATE sessions SET started_at = ?", SECRET),
+    )
+    assert await store.ring("u1", since=0) == []
+    assert await store.load_session("u1:chat") is None
+    assert str(path) in caplog.text
+    assert SECRET not in caplog.text
 
 
 async def test_inbox_message_of_the_wrong_shape_is_skipped_on_read(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, closing: Closing
 ) -> None:
-    path = store_path("sqlite", tmp_path)
-    await _store(path, "ours")
-    store = await opened("sqlite", path)
-    try:
-        other = sqlite3.connect(path, isolation_level=None)
-        message = f'{{"text": "{SECRET}", "kind": "{SECRET}"}}'
-        other.execute(
-            "INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:9', 1, ?, '[]')",
-            (message,),
-        )
-        other.close()
-        assert [e.key for e in await store.inbox_pending()] == []
-        assert "'t:9'" in caplog.text
-        assert SECRET not in caplog.text
-    finally:
-        await store.aclose()
+    message = f'{{"text": "{SECRET}", "kind": "{SECRET}"}}'
+    store = await _open_then_written(
+        store_path("sqlite", tmp_path),
+        closing,
+        ("INSERT INTO inbox(key, received_at, message, sent) VALUES ('t:9', 1, ?, '[]')", message),
+    )
+    assert [e.key for e in await store.inbox_pending()] == []
+    assert "'t:9'" in caplog.text
+    assert SECRET not in caplog.text
 
 
 # --- full disk ------------------------------------------------------------
@@ -407,21 +407,8 @@ async def test_inbox_message_of_the_wrong_shape_is_skipped_on_read(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs (needs root and mount permission, else the test is skipped)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip()})")
-    try:
+    with small_tmpfs(tmp_path, "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("backend", ["json", "sqlite"])

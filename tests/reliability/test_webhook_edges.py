@@ -15,10 +15,9 @@ import asyncio
 import hashlib
 import hmac
 import os
-import threading
 import time
-from collections.abc import Awaitable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -27,13 +26,14 @@ from hypothesis import strategies as st
 
 from chatbridge.config import SlackConfig, TelegramConfig
 from chatbridge.core.app.webhooks import mount
-from chatbridge.core.models import IncomingMessage
 from chatbridge.core.ports import Platform
 from chatbridge.platforms.slack import EVENTS_PATH, SlackPlatform
 from chatbridge.platforms.telegram import SECRET_HEADER, TelegramPlatform
 from tests.support import tally
 from tests.support.fake_slack import BOT_TOKEN, FakeSlack
 from tests.support.fake_telegram import FakeTelegram
+from tests.support.fakes import AcceptAll
+from tests.support.thread_loop import ThreadLoop
 
 EXAMPLES = int(os.environ.get("CHATBRIDGE_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
@@ -45,31 +45,6 @@ SLACK_SECRET = "edge-slack-signing-secret"
 TG_SECRET = "edge-webhook-secret"
 TG_PATH = "/telegram/webhook"
 DEEP = 100_000
-_T = TypeVar("_T")
-
-
-class _AcceptAll:
-    """Our own `MessageHandler` Protocol: takes every message (no engine needed here)."""
-
-    async def accept(self, message: IncomingMessage) -> bool:
-        return True
-
-
-class _Loop:
-    """An event loop in a thread, so synchronous hypothesis tests can drive aiohttp."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Awaitable[_T], timeout: float = 30) -> _T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
 
 
 class _Servers:
@@ -94,8 +69,8 @@ class _Servers:
             "webhook_secret": TG_SECRET,
         })  # fmt: skip
         platforms: list[Platform] = [
-            SlackPlatform(config=slack_config, handler=_AcceptAll()),
-            TelegramPlatform(config=tg_config, handler=_AcceptAll()),
+            SlackPlatform(config=slack_config, handler=AcceptAll()),
+            TelegramPlatform(config=tg_config, handler=AcceptAll()),
         ]
         for platform in platforms:
             mount(app, platform.routes)
@@ -158,14 +133,7 @@ def nested(depth: int, opener: str = "[") -> bytes:
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[_Loop]:
-    runner = _Loop()
-    yield runner
-    runner.close()
-
-
-@pytest.fixture(scope="module")
-def servers(loop: _Loop) -> Iterator[_Servers]:
+def servers(loop: ThreadLoop) -> Iterator[_Servers]:
     found = _Servers()
     loop.run(found.start())
     yield found
@@ -180,7 +148,7 @@ def servers(loop: _Loop) -> Iterator[_Servers]:
     [b"abc", b"", b" ", b"1e9", b"-", b"9" * 5000, "١٢٣".encode(), b"\xff\xfe", b"12\x0034"],
 )
 def test_slack_an_unauthenticated_timestamp_that_is_no_number_gets_401(
-    loop: _Loop, servers: _Servers, stamp: bytes
+    loop: ThreadLoop, servers: _Servers, stamp: bytes
 ) -> None:
     headers = [*JSON, (b"X-Slack-Request-Timestamp", stamp), (b"X-Slack-Signature", b"v0=00")]
     status = loop.run(raw_post(servers.port, EVENTS_PATH, headers, b'{"type":"event_callback"}'))
@@ -191,7 +159,7 @@ def test_slack_an_unauthenticated_timestamp_that_is_no_number_gets_401(
     "signature", ["v0=ü".encode(), b"\xff", "v0=✓".encode(), b"v0=" + b"0" * 64]
 )
 def test_slack_a_signature_that_is_not_ascii_gets_401(
-    loop: _Loop, servers: _Servers, signature: bytes
+    loop: ThreadLoop, servers: _Servers, signature: bytes
 ) -> None:
     body = b'{"type":"event_callback"}'
     stamp = str(int(time.time())).encode()
@@ -201,7 +169,7 @@ def test_slack_a_signature_that_is_not_ascii_gets_401(
 
 @pytest.mark.parametrize(("opener", "kind"), [("[", JSON), ("{", JSON), ("[", FORM)])
 def test_slack_a_signed_body_nested_100000_deep_gets_400(
-    loop: _Loop, servers: _Servers, opener: str, kind: list[tuple[bytes, bytes]]
+    loop: ThreadLoop, servers: _Servers, opener: str, kind: list[tuple[bytes, bytes]]
 ) -> None:
     body = nested(DEEP, opener)
     if kind is FORM:
@@ -212,7 +180,7 @@ def test_slack_a_signed_body_nested_100000_deep_gets_400(
 
 @pytest.mark.parametrize("opener", ["[", "{"])
 def test_telegram_an_authenticated_body_nested_100000_deep_gets_400(
-    loop: _Loop, servers: _Servers, opener: str
+    loop: ThreadLoop, servers: _Servers, opener: str
 ) -> None:
     headers = [*JSON, (SECRET_HEADER.encode(), TG_SECRET.encode())]
     status = loop.run(raw_post(servers.port, TG_PATH, headers, nested(DEEP, opener)))
@@ -223,7 +191,7 @@ def test_telegram_an_authenticated_body_nested_100000_deep_gets_400(
     "secret", ["geheimnis-ü".encode(), b"\xff\xfe", b"edge-webhook-secret\xff"]
 )
 def test_telegram_a_secret_header_that_is_not_ascii_gets_403(
-    loop: _Loop, servers: _Servers, secret: bytes
+    loop: ThreadLoop, servers: _Servers, secret: bytes
 ) -> None:
     headers = [*JSON, (SECRET_HEADER.encode(), secret)]
     status = loop.run(raw_post(servers.port, TG_PATH, headers, b'{"update_id": 1}'))
@@ -245,7 +213,7 @@ depth = st.one_of(st.integers(0, 50), st.integers(900, 1100), st.integers(10_000
 @given(stamp=header_value, signature=header_value, body=st.binary(max_size=200))
 @example(stamp=b"abc", signature=b"v0=00", body=b"{}")
 def test_slack_any_signature_headers_get_401_before_anything_else(
-    loop: _Loop, servers: _Servers, stamp: bytes, signature: bytes, body: bytes
+    loop: ThreadLoop, servers: _Servers, stamp: bytes, signature: bytes, body: bytes
 ) -> None:
     tally.add("inputs fuzzed", "slack /slack/events signature headers")
     headers = [*JSON, (b"X-Slack-Request-Timestamp", stamp), (b"X-Slack-Signature", signature)]
@@ -256,7 +224,7 @@ def test_slack_any_signature_headers_get_401_before_anything_else(
 @FUZZ
 @given(levels=depth, opener=st.sampled_from("[{"), signed=st.booleans(), form=st.booleans())
 def test_slack_any_nesting_depth_gets_a_4xx(
-    loop: _Loop, servers: _Servers, levels: int, opener: str, signed: bool, form: bool
+    loop: ThreadLoop, servers: _Servers, levels: int, opener: str, signed: bool, form: bool
 ) -> None:
     tally.add("inputs fuzzed", "slack /slack/events nesting depths")
     body = nested(levels, opener)
@@ -272,7 +240,7 @@ def test_slack_any_nesting_depth_gets_a_4xx(
 @FUZZ
 @given(secret=header_value, levels=depth, opener=st.sampled_from("[{"), right=st.booleans())
 def test_telegram_any_secret_header_and_nesting_depth_get_a_4xx(
-    loop: _Loop, servers: _Servers, secret: bytes, levels: int, opener: str, right: bool
+    loop: ThreadLoop, servers: _Servers, secret: bytes, levels: int, opener: str, right: bool
 ) -> None:
     tally.add("inputs fuzzed", "telegram webhook secret headers and nesting depths")
     given_secret = TG_SECRET.encode() if right else secret

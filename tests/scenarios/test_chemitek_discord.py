@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,11 +14,12 @@ import pytest
 
 from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
-from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
+from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_discord import USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
+from tests.support.story_run import remembered, stopped
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,21 +83,11 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await asyncio.sleep(1.5)  # the 1 s session expires
             await discord.send_dm(SECOND)
             await discord.wait_for(lambda: UNDERSTOOD in discord.bot_texts(dm), within=20)
-            # The ring entry is committed with its inbox entry's done mark.
-            db = tmp_path / "data" / "chatbridge.db"
-            await discord.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
-            shown = await run_cli(
-                "memory", "show", "--user", f"discord:{USER_ID}", cwd=tmp_path, env=env
-            )
-            process.send_signal(signal.SIGTERM)
-            out, err = await asyncio.wait_for(process.communicate(), 20)
+            memory = await remembered(tmp_path, env, f"discord:{USER_ID}", discord.wait_for)
+            ran = await stopped(process)
 
-    stderr = err.decode()
-    assert process.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    assert discord.token not in stderr + out.decode(), "the bot token leaked into the logs"
-    assert shown.code == 0, shown.stderr
-    assert [e["user_message"] for e in json.loads(shown.stdout)] == [FIRST, SECOND]
+    ran.assert_clean(discord.token)
+    assert memory == [FIRST, SECOND]
     denial = discord.bot_texts(stranger_dm)
     assert len(denial) == 1
     assert f"discord:{STRANGER}" in denial[0]

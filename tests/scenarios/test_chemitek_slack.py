@@ -10,21 +10,19 @@ mention, understood from the group's own entry and never from the DM's.
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from tests.support import fake_slack_events as ev
-from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
-from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
+from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.run_config import run_config_text
 from tests.support.sse import Reply
+from tests.support.story_run import remembered, stopped
 
 SECRET = "chemitek-signing-secret"
 
@@ -104,20 +102,11 @@ async def test_chemitek_story_on_slack_through_chatbridge_run(tmp_path: Path, mo
             await asyncio.sleep(1.3)
             await deliver(slack, mode, port, ev.channel_message(SECOND, thread_ts=root))
             await slack.wait_for(lambda: len(slack.thread(ev.CHANNEL, root)) == 2, 20)
-            # The ring entry is committed with its inbox entry's done mark.
-            db = tmp_path / "data" / "chatbridge.db"
-            await slack.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
-            shown = await run_cli(
-                "memory", "show", "--user", f"slack:{ev.USER_ID}", cwd=tmp_path, env=env
-            )
+            memory = await remembered(tmp_path, env, f"slack:{ev.USER_ID}", slack.wait_for)
         finally:
-            process.send_signal(signal.SIGTERM)
-            out, err = await asyncio.wait_for(process.communicate(), 20)
+            ran = await stopped(process)
 
-    stderr = err.decode()
-    assert process.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    assert BOT_TOKEN not in stderr + out.decode(), "the bot token leaked into the logs"
+    ran.assert_clean(BOT_TOKEN)
     assert slack.bot_texts(ev.DM_CHANNEL) == [TRACKING, UNDERSTOOD]
     assert all(m.thread_ts is None for m in slack.messages(ev.DM_CHANNEL))
     assert slack.thread(ev.CHANNEL, root) == [TRACKING, UNDERSTOOD]
@@ -128,5 +117,4 @@ async def test_chemitek_story_on_slack_through_chatbridge_run(tmp_path: Path, mo
     bridged_group = openai.requests[3].body["messages"][-1]["content"]
     assert bridged_group.count(f"User: {FIRST}") == 1, "only the group's own entry is bridged"
     assert len(openai.requests) == 4
-    assert shown.code == 0, shown.stderr
-    assert [e["user_message"] for e in json.loads(shown.stdout)] == [FIRST, SECOND] * 2
+    assert memory == [FIRST, SECOND] * 2

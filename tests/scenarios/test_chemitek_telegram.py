@@ -8,18 +8,16 @@ openai SDK, real SQLite, the real CLI in a child process.
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
 from pathlib import Path
 
-from tests.support import inbox_file
 from tests.support.chemitek import FIRST, SECOND, TRACKING, UNDERSTOOD, chemitek_model
-from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
+from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.run_config import write_run_config
 from tests.support.sse import Reply
+from tests.support.story_run import remembered, stopped
 
 STRANGER = 111
 
@@ -58,24 +56,13 @@ async def test_chemitek_story_through_chatbridge_run(tmp_path: Path) -> None:
             await telegram.wait_for(
                 lambda: any(UNDERSTOOD in t for t in telegram.bot_texts(ALICE)), within=20
             )
-            # An admin looks at the memory while the bot keeps serving (the
-            # second entry is committed with its inbox entry's done mark).
-            db = tmp_path / "data" / "chatbridge.db"
-            await telegram.wait_for(lambda: inbox_file.pending(db) == 0, within=30)
-            shown = await run_cli(
-                "memory", "show", "--user", f"telegram:{ALICE}", cwd=tmp_path, env=env
-            )
+            # An admin looks at the memory while the bot keeps serving.
+            memory = await remembered(tmp_path, env, f"telegram:{ALICE}", telegram.wait_for)
         finally:
-            process.send_signal(signal.SIGTERM)
-            out, err = await asyncio.wait_for(process.communicate(), 20)
+            ran = await stopped(process)
 
-    stderr = err.decode()
-    assert process.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    assert telegram.token not in stderr + out.decode(), "the bot token leaked into the logs"
-    assert "sk-e2e-9876" not in stderr
-    assert shown.code == 0, shown.stderr
-    assert [e["user_message"] for e in json.loads(shown.stdout)] == [FIRST, SECOND]
+    ran.assert_clean(telegram.token, "sk-e2e-9876")
+    assert memory == [FIRST, SECOND]
     denial = telegram.bot_texts(STRANGER)
     assert len(denial) == 1
     assert f"telegram:{STRANGER}" in denial[0]

@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import os
 import resource
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.run_config import write_run_config
+from tests.support.small_disk import small_tmpfs
 
 pytestmark = pytest.mark.slow
 
@@ -65,21 +64,8 @@ async def test_a_first_start_that_cannot_write_leaves_no_file_behind(tmp_path: P
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (needs root and mount permission, else the test is skipped)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip()})")
-    try:
+    with small_tmpfs(tmp_path, "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(disk: Path) -> Path:

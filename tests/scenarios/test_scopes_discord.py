@@ -17,6 +17,7 @@ from tests.support.cli import clean_env, free_port, run_cli
 from tests.support.fake_discord import CHANNEL_ID, GUILD_ID, THREAD_ID, USER_ID, FakeDiscord
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.run_config import run_config_text
+from tests.support.scoped_providers import main_and_backup, seen_by
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -25,23 +26,12 @@ QUIET = CHANNEL_ID + 78  # a third one, no scope of its own
 
 
 def _config(discord: FakeDiscord, main: FakeOpenAI, backup: FakeOpenAI, port: int) -> str:
-    key = "${OPENAI_API_KEY}"
     return run_config_text(
         port=port,
         openai=main.base_url,
         allow=(f"discord:{USER_ID}",),
         bot={"system_prompt": "TOP PROMPT"},
-        providers={
-            "default": "main",
-            "fallback": ["backup"],
-            "main": {"model": "gpt-main", "api_key": key},
-            "backup": {
-                "type": "openai",
-                "model": "gpt-backup",
-                "api_key": key,
-                "base_url": backup.base_url,
-            },
-        },
+        providers=main_and_backup(backup, api_key="${OPENAI_API_KEY}"),
         platforms={
             "discord": {
                 "enabled": True,
@@ -58,14 +48,6 @@ def _config(discord: FakeDiscord, main: FakeOpenAI, backup: FakeOpenAI, port: in
             "discord": {"language": "en"},
         },
     )
-
-
-def _systems(fake: FakeOpenAI) -> list[tuple[str, str, str]]:
-    """(model, system prompt, last user message) of every request."""
-    return [
-        (r.body["model"], r.body["messages"][0]["content"], r.body["messages"][-1]["content"])
-        for r in fake.requests
-    ]
 
 
 async def test_scopes_on_discord_through_chatbridge_run(tmp_path: Path) -> None:
@@ -111,7 +93,7 @@ async def test_scopes_on_discord_through_chatbridge_run(tmp_path: Path) -> None:
             _, err = await asyncio.wait_for(process.communicate(), 20)
 
     assert process.returncode == 0, err.decode()
-    requests = _systems(main)
+    requests = seen_by(main)
     assert requests[0] == ("gpt-channel", "GUILD PROMPT", "im Kanal")
     # The thread is a new session: if the channel's exchange was committed by
     # then, the same person's ring entry is bridged before the message (allowed:
@@ -120,7 +102,7 @@ async def test_scopes_on_discord_through_chatbridge_run(tmp_path: Path) -> None:
     assert requests[1][2] == "im Thread" or requests[1][2].endswith("Current message: im Thread")
     assert requests[2] == ("gpt-main", "TOP PROMPT", "per DM")
     assert len(requests) == 3, "the backup scope's message reached main, or QUIET was answered"
-    assert _systems(backup) == [("gpt-backup", "GUILD PROMPT", "ohne Erwähnung")]
+    assert seen_by(backup) == [("gpt-backup", "GUILD PROMPT", "ohne Erwähnung")]
     assert discord.bot_texts(SUPPORT) == ["from backup"]
     assert discord.bot_texts(QUIET) == []
     channel_status = next(t for t in discord.bot_texts(CHANNEL_ID) if "Scope" in t)

@@ -17,6 +17,7 @@ from tests.support.cli import CHATBRIDGE, clean_env, free_port, run_cli
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.run_config import run_config_text
+from tests.support.scoped_providers import main_and_backup, seen
 from tests.support.sse import Body
 
 pytestmark = pytest.mark.timeout(90)
@@ -30,17 +31,7 @@ def _config(slack: FakeSlack, main: FakeOpenAI, backup: FakeOpenAI, port: int) -
         openai=main.base_url,
         allow=(f"slack:{ev.USER_ID}",),
         bot={"system_prompt": "TOP PROMPT"},
-        providers={
-            "default": "main",
-            "fallback": ["backup"],
-            "main": {"model": "gpt-main"},
-            "backup": {
-                "type": "openai",
-                "model": "gpt-backup",
-                "api_key": "sk-test",
-                "base_url": backup.base_url,
-            },
-        },
+        providers=main_and_backup(backup),
         platforms={
             "slack": {
                 "enabled": True,
@@ -57,11 +48,6 @@ def _config(slack: FakeSlack, main: FakeOpenAI, backup: FakeOpenAI, port: int) -
             "slack": {"language": "en"},
         },
     )
-
-
-def _seen(body: Body) -> tuple[str, str, str]:
-    messages = body["messages"]
-    return body["model"], messages[0]["content"], messages[-1]["content"]
 
 
 async def _ask(slack: FakeSlack, fake: FakeOpenAI, event: dict) -> Body:
@@ -109,11 +95,11 @@ async def test_scopes_on_slack_through_chatbridge_run(tmp_path: Path) -> None:
             _, err = await asyncio.wait_for(process.communicate(), 20)
 
     assert process.returncode == 0, err.decode()
-    assert _seen(channel) == ("gpt-general", "TEAM PROMPT", "im Kanal")
-    assert _seen(follow_up)[:2] == ("gpt-general", "TEAM PROMPT"), "the thread left its channel"
+    assert seen(channel) == ("gpt-general", "TEAM PROMPT", "im Kanal")
+    assert seen(follow_up)[:2] == ("gpt-general", "TEAM PROMPT"), "the thread left its channel"
     # A Slack DM is in its workspace: the team's prompt, the default model.
-    assert _seen(private) == ("gpt-main", "TEAM PROMPT", "per DM")
-    assert _seen(unmentioned) == ("gpt-backup", "TEAM PROMPT", "ohne Erwähnung")
+    assert seen(private) == ("gpt-main", "TEAM PROMPT", "per DM")
+    assert seen(unmentioned) == ("gpt-backup", "TEAM PROMPT", "ohne Erwähnung")
     assert len(backup.requests) == 1
     assert len(main.requests) == 3, "the backup scope's message or QUIET's reached main"
     assert slack.thread(SUPPORT, plain["ts"]) == ["from backup"]

@@ -14,6 +14,7 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.people import ALICE
 from tests.support.run_config import run_config_text
+from tests.support.scoped_providers import main_and_backup, seen
 from tests.support.sse import Body
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -37,17 +38,7 @@ def _config(
         telegram=telegram.base_url,
         openai=main.base_url,
         bot={"system_prompt": "TOP PROMPT"},
-        providers={
-            "default": "main",
-            "fallback": ["backup"],
-            "main": {"model": "gpt-main"},
-            "backup": {
-                "type": "openai",
-                "model": "gpt-backup",
-                "api_key": "sk-test",
-                "base_url": backup.base_url,
-            },
-        },
+        providers=main_and_backup(backup),
         platforms={"telegram": {"token": telegram.token, "edit_interval": "0.2s"}},
         scopes={
             f"telegram:{SUPPORT}": {"system_prompt": support, "model": model},
@@ -56,11 +47,6 @@ def _config(
             "telegram": {"system_prompt": "PLATFORM PROMPT"},
         },
     )
-
-
-def _seen(body: Body) -> tuple[str, str, str]:
-    messages = body["messages"]
-    return body["model"], messages[0]["content"], messages[-1]["content"]
 
 
 async def _group(
@@ -109,11 +95,11 @@ async def test_scopes_on_telegram_through_chatbridge_run(tmp_path: Path) -> None
             log = await run.stop()
 
     assert run.process.returncode == 0, log
-    assert _seen(first) == ("gpt-support", "SUPPORT PROMPT", "Wo ist mein Paket?")
-    assert _seen(topic)[:2] == ("gpt-support", "SUPPORT PROMPT"), "the topic left its group"
-    assert _seen(private) == ("gpt-main", "PLATFORM PROMPT", "privat")
-    assert _seen(team) == ("gpt-team", "PLATFORM PROMPT", "Teamfrage")
-    assert _seen(unmentioned) == ("gpt-backup", "PLATFORM PROMPT", "ganz ohne Erwähnung")
+    assert seen(first) == ("gpt-support", "SUPPORT PROMPT", "Wo ist mein Paket?")
+    assert seen(topic)[:2] == ("gpt-support", "SUPPORT PROMPT"), "the topic left its group"
+    assert seen(private) == ("gpt-main", "PLATFORM PROMPT", "privat")
+    assert seen(team) == ("gpt-team", "PLATFORM PROMPT", "Teamfrage")
+    assert seen(unmentioned) == ("gpt-backup", "PLATFORM PROMPT", "ganz ohne Erwähnung")
     assert len(backup.requests) == 1
     assert telegram.bot_texts(BACKUP) == ["from backup"]
     assert answered_before == 4, "an unmentioned message in TEAM reached the provider"
@@ -122,7 +108,7 @@ async def test_scopes_on_telegram_through_chatbridge_run(tmp_path: Path) -> None
     assert "gpt-support (main)" in status
     # After SIGHUP the next message has the new prompt and model, in a new
     # session that bridges the earlier exchange (the model changed).
-    model, system, last = _seen(after)
+    model, system, last = seen(after)
     assert (model, system) == ("gpt-new", "NEW PROMPT")
     assert len(after["messages"]) == 2, "the old session (other model) was continued"
     assert last.startswith("<conversation_history>")

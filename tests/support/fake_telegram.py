@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 from aiohttp import web
@@ -96,6 +96,17 @@ class ApiError(Exception):
         self.code, self.description, self.parameters = code, description, parameters
 
 
+class UpdateOptions(TypedDict, total=False):
+    """`make_update`'s keyword arguments, which `push_text` passes on."""
+
+    chat_type: str
+    thread_id: int | None
+    reply_to_bot: bool
+    from_bot: bool
+    entities: list[dict[str, Any]] | None
+    edited: bool
+
+
 class FakeTelegram:
     """The fake server; use as `async with FakeTelegram() as fake:`."""
 
@@ -122,6 +133,7 @@ class FakeTelegram:
         self.files: dict[str, TelegramFile] = {}
         self.downloads: list[str] = []  # file_paths whose bytes were served, in order
         self.fail_downloads = False  # /file/... answers 500
+        self.cut_off = 0  # requests whose client hung up before their body arrived
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -178,23 +190,10 @@ class FakeTelegram:
         self._unknown.add(method)
 
     def push_text(
-        self,
-        chat_id: int,
-        user_id: int,
-        text: str,
-        *,
-        chat_type: str = "private",
-        thread_id: int | None = None,
-        reply_to_bot: bool = False,
-        from_bot: bool = False,
-        entities: list[dict[str, Any]] | None = None,
-        edited: bool = False,
+        self, chat_id: int, user_id: int, text: str, **options: Unpack[UpdateOptions]
     ) -> int:
-        """Queue an update for getUpdates; returns its update_id."""
-        update = self.make_update(
-            chat_id, user_id, text, chat_type=chat_type, thread_id=thread_id,
-            reply_to_bot=reply_to_bot, from_bot=from_bot, entities=entities, edited=edited,
-        )  # fmt: skip
+        """Queue an update for getUpdates (`make_update`'s); returns its update_id."""
+        update = self.make_update(chat_id, user_id, text, **options)
         self._pending.append(update)
         self._arrived.set()
         return int(update["update_id"])
@@ -329,7 +328,17 @@ class FakeTelegram:
     # -- API ---------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        params = await _params(request)
+        try:
+            params = await _params(request)
+        except ConnectionResetError:
+            if not _hung_up(request):
+                raise
+            # The client went away mid-request (a process stopped while it
+            # posted): Telegram never got the call, so none is recorded, and
+            # that is no server error. aiohttp writes nothing to a closed
+            # connection, so the status goes nowhere.
+            self.cut_off += 1
+            return web.Response(status=400)
         self.calls.append(Call(method, params, time.monotonic()))
         try:
             if request.match_info["token"] != self.token:

@@ -1,4 +1,5 @@
-"""In-process fakes for chatbridge's own Protocols (Clock, Provider, Outbox).
+"""In-process fakes for chatbridge's own Protocols (Clock, Provider, Outbox,
+MessageHandler).
 
 SDKs are never faked here: those get local fake servers. These stand in for
 our own small interfaces so engine tests can script time and streams.
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from chatbridge.core.models import Usage
+from chatbridge.core.models import IncomingMessage, Usage
 from chatbridge.platforms.base import DeliveryRetry, PlatformLimits
 from chatbridge.providers.base import Prompt, ProviderError, StreamEvent, TextDelta, UsageReport
 
@@ -205,3 +206,11 @@ class RecordingOutbox:
     @property
     def last(self) -> str:
         return self.messages[-1].text
+
+
+class AcceptAll:
+    """A `MessageHandler` that takes every message: a platform under test
+    needs no engine behind it."""
+
+    async def accept(self, message: IncomingMessage) -> bool:
+        return True

@@ -9,7 +9,6 @@ With `Via` discord.py waits it out itself and logs one WARNING; without `Via`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,15 +18,6 @@ from tests.support.fake_discord import FakeDiscord
 from tests.support.fakes import ScriptedProvider
 
 ANSWER = "Das Paket kommt am Mittwoch."
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.mark.parametrize(

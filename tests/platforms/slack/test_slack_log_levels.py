@@ -8,7 +8,6 @@ says so in one line (before, a waited-out 429 left no trace at INFO).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,15 +19,6 @@ from tests.support.fakes import ScriptedProvider
 from .conftest import Launch
 
 ANSWER = "Das Paket kommt am Mittwoch."
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.mark.parametrize("method", ["chat.postMessage", "chat.update"])

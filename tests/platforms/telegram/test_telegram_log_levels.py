@@ -10,7 +10,6 @@ passes a 429 on without logging, so that logger stays silent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,15 +20,6 @@ from tests.support.testbot import ALICE, TestBots
 
 # PTB's RetryAfter warns about its own future int -> timedelta change.
 pytestmark = pytest.mark.filterwarnings("ignore:.*retry_after.*:DeprecationWarning")
-
-
-@pytest.fixture(autouse=True)
-def _restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 async def test_a_waited_out_429_is_one_warning_and_the_answer_arrives(
