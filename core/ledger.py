@@ -12,7 +12,15 @@ pass a limit together. `Settlement` replaces the hold with what the provider
 reported. A hold a crash left behind stops counting at `expires_at`.
 
 `decide` is that check over numbers a backend read; SQLite and the JSON store
-call it inside their transaction, the Redis script spells the same rules.
+make it inside their transaction (`LedgerBook.reserve`), the Redis script
+spells the same rules.
+
+A limited message builds a `Hold`, a `Settlement` and its `Tally`: plain
+slotted classes, not frozen ones (a frozen dataclass's `__init__` sets each
+field through `object.__setattr__`, several times the cost), and nothing
+changes one after it is built. `Limits` and `Account` are built once per
+policy and stay frozen (hashable: the Redis store keys its packed commands
+by accounts).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ __all__ = [
     "Settlement",
     "Snapshot",
     "Tally",
+    "Used",
     "Verdict",
     "decide",
     "moved",
@@ -72,7 +81,7 @@ class Account:
     limits: Limits
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Hold:
     """A reservation of the worst case of one model request on `accounts`."""
 
@@ -119,7 +128,7 @@ def moved(hold: Hold, person: str) -> Verdict | None:
     return Verdict(False, moved=person)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Settlement:
     """What a request used, replacing its hold. `answered` False (a failed or
     cancelled request) also takes the message out of `messages_per_minute`."""
@@ -139,7 +148,7 @@ class Settlement:
         return Tally(self.tokens_in, self.tokens_out, 1, 0, self.nano_usd)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Tally:
     """One account's counters for one period."""
 
@@ -165,6 +174,10 @@ class Tally:
 
 Counted = Mapping[str, tuple["Tally", "Tally"]]
 """Settled use per account: (the hold's day, the hold's month)."""
+Used = Mapping[str, tuple[list[int], list[int]]]
+"""What a reserve reads of each account's settled use: [tokens, nano-dollars]
+of the hold's day and of its month (a backend's cache of them may hand over
+its own lists: `reserve` only reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,13 +206,18 @@ class Snapshot:
 def decide(hold: Hold, snapshots: Mapping[str, Snapshot]) -> Verdict:
     """Admit `hold` only if it fits every limit of every account."""
     for account in hold.accounts:
-        s, lim = snapshots[account.key], account.limits
-        kind = _first_exceeded(hold, s, lim)
+        s = snapshots[account.key]
+        kind = _first_exceeded(
+            hold,
+            account.limits,
+            s.day.tokens + s.held_day[0],
+            s.day.nano_usd + s.held_day[1],
+            s.month.tokens + s.held_month[0],
+            s.month.nano_usd + s.held_month[1],
+            s.recent,
+        )
         if kind:
-            notify = True
-            if kind == "messages_per_minute":
-                notify = s.noticed_at is None or hold.now - s.noticed_at >= RATE_WINDOW
-            return Verdict(False, account.key, kind, notify)
+            return _refused(hold, account.key, kind, s.noticed_at)
     return _ADMITTED
 
 
@@ -207,21 +225,36 @@ _ADMITTED = Verdict(True)
 _ZERO = Tally()
 
 
-def _first_exceeded(hold: Hold, s: Snapshot, lim: Limits) -> str:
-    # Plain ifs in the limits' order: this runs for every message.
-    if lim.messages_per_minute is not None and s.recent + 1 > lim.messages_per_minute:
+def _refused(hold: Hold, key: str, kind: str, noticed_at: float | None) -> Verdict:
+    notify = True
+    if kind == "messages_per_minute":
+        notify = noticed_at is None or hold.now - noticed_at >= RATE_WINDOW
+    return Verdict(False, key, kind, notify)
+
+
+def _first_exceeded(
+    hold: Hold,
+    lim: Limits,
+    day_tokens: int,
+    day_nano: int,
+    month_tokens: int,
+    month_nano: int,
+    recent: int,
+) -> str:
+    """The first limit the hold would pass, given each period's use so far
+    (settled plus held); "" if none. Plain ifs in the limits' order: this
+    runs for every message."""
+    if lim.messages_per_minute is not None and recent + 1 > lim.messages_per_minute:
         return "messages_per_minute"
-    if lim.tokens_per_day is not None:
-        if s.day.tokens + s.held_day[0] + hold.tokens > lim.tokens_per_day:
-            return "tokens_per_day"
-    if lim.tokens_per_month is not None:
-        if s.month.tokens + s.held_month[0] + hold.tokens > lim.tokens_per_month:
-            return "tokens_per_month"
+    if lim.tokens_per_day is not None and day_tokens + hold.tokens > lim.tokens_per_day:
+        return "tokens_per_day"
+    if lim.tokens_per_month is not None and month_tokens + hold.tokens > lim.tokens_per_month:
+        return "tokens_per_month"
     if lim.usd_per_day is not None:
-        if s.day.nano_usd + s.held_day[1] + hold.nano_usd > round(lim.usd_per_day * NANO):
+        if day_nano + hold.nano_usd > round(lim.usd_per_day * NANO):
             return "usd_per_day"
     if lim.usd_per_month is not None:
-        if s.month.nano_usd + s.held_month[1] + hold.nano_usd > round(lim.usd_per_month * NANO):
+        if month_nano + hold.nano_usd > round(lim.usd_per_month * NANO):
             return "usd_per_month"
     return ""
 
@@ -248,20 +281,55 @@ class LedgerBook:
     stamps: dict[str, dict[str, float]] = field(default_factory=dict)
     notices: dict[str, float] = field(default_factory=dict)
 
-    def reserve(self, hold: Hold, counted: Counted | None = None) -> Verdict:
-        """Decide and record `hold`. With `counted` (each account's settled day
+    def reserve(self, hold: Hold, used: Used | None = None) -> Verdict:
+        """Decide and record `hold`. With `used` (each account's settled day
         and month, kept elsewhere: SQLite's file) the book holds only holds,
-        stamps and notices, and a refusal is for the caller to count."""
-        snaps = {a.key: self.snapshot(a.key, hold, counted) for a in hold.accounts}
-        verdict = decide(hold, snaps)
-        if not verdict.ok:
-            if counted is None:
-                keys = [a.key for a in hold.accounts]
-                self._add(keys, hold.day, hold.month, Tally(refused=1))
-            if verdict.notify and verdict.kind == "messages_per_minute":
-                self.notices[verdict.account] = hold.now
-            return verdict
-        row = HoldRow(hold.day, hold.month, hold.tokens, hold.nano_usd, hold.expires_at)
+        stamps and notices, and a refusal is for the caller to count.
+
+        `decide` over `snapshot`s, spelled out without building them: this
+        runs for every limited message."""
+        now, day, month = hold.now, hold.day, hold.month
+        for account in hold.accounts:
+            key = account.key
+            if used is not None:
+                settled_day, settled_month = used[key]
+                day_tokens, day_nano = settled_day[0], settled_day[1]
+                month_tokens, month_nano = settled_month[0], settled_month[1]
+            else:
+                counters = self.counters.get(key) or {}
+                counted_day = counters.get(day, _ZERO)
+                counted_month = counters.get(month, _ZERO)
+                day_tokens, day_nano = counted_day.tokens, counted_day.nano_usd
+                month_tokens, month_nano = counted_month.tokens, counted_month.nano_usd
+            holds = self.holds.get(key)
+            if holds:  # mostly empty: the last message's hold was settled
+                _prune_holds(holds, now)  # after it every hold left counts
+                for row in holds.values():
+                    if row.day == day:
+                        day_tokens += row.tokens
+                        day_nano += row.nano_usd
+                    if row.month == month:
+                        month_tokens += row.tokens
+                        month_nano += row.nano_usd
+            stamps = self.stamps.get(key)
+            recent = 0
+            if stamps:
+                cutoff = now - RATE_WINDOW
+                if next(iter(stamps.values())) <= cutoff:  # the oldest is out of the window
+                    _prune_stamps(stamps, cutoff)
+                recent = len(stamps)
+            kind = _first_exceeded(
+                hold, account.limits, day_tokens, day_nano, month_tokens, month_nano, recent
+            )
+            if kind:
+                verdict = _refused(hold, key, kind, self.notices.get(key))
+                if used is None:
+                    keys = [a.key for a in hold.accounts]
+                    self._add(keys, day, month, Tally(refused=1))
+                if verdict.notify and kind == "messages_per_minute":
+                    self.notices[key] = now
+                return verdict
+        row = HoldRow(day, month, hold.tokens, hold.nano_usd, hold.expires_at)
         for account in hold.accounts:
             key = account.key
             holds = self.holds.get(key)
@@ -271,8 +339,8 @@ class LedgerBook:
             stamps = self.stamps.get(key)
             if stamps is None:
                 stamps = self.stamps[key] = {}
-            stamps[hold.id] = hold.now
-        return verdict
+            stamps[hold.id] = now
+        return _ADMITTED
 
     def settle(self, s: Settlement) -> None:
         self.release(s)
@@ -329,23 +397,32 @@ class LedgerBook:
     def _prune(self, key: str, now: float) -> None:
         holds = self.holds.get(key)
         if holds:
-            expired = [h for h, row in holds.items() if row.expires_at <= now]
-            for hid in expired:
-                del holds[hid]
+            _prune_holds(holds, now)
         stamps = self.stamps.get(key)
         if stamps:
-            # Stamps are added in time order (dicts keep it): drop from the front.
-            cutoff = now - RATE_WINDOW
-            old = []
-            for sid, at in stamps.items():
-                if at > cutoff:
-                    break
-                old.append(sid)
-            for sid in old:
-                del stamps[sid]
+            _prune_stamps(stamps, now - RATE_WINDOW)
 
     def _add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
         for key in keys:
             periods = self.counters.setdefault(key, {})
             for period in (day, month):
                 periods[period] = periods.get(period, Tally()) + tally
+
+
+def _prune_holds(holds: dict[str, HoldRow], now: float) -> None:
+    """Drop the holds expired at `now`."""
+    expired = [h for h, row in holds.items() if row.expires_at <= now]
+    for hid in expired:
+        del holds[hid]
+
+
+def _prune_stamps(stamps: dict[str, float], cutoff: float) -> None:
+    """Drop the stamps at or before `cutoff`. They are added in time order
+    (dicts keep it): drop from the front."""
+    old = []
+    for sid, at in stamps.items():
+        if at > cutoff:
+            break
+        old.append(sid)
+    for sid in old:
+        del stamps[sid]

@@ -99,14 +99,14 @@ def pool_of(place: PlaceSettings) -> Account | None:
 
 def prompt_tokens_bound(prompt: Prompt) -> int:
     """An upper bound on the prompt's tokens (see the module docstring)."""
-    # Asked for every limited message over every turn of the session: the
-    # lengths and the ASCII test run in C (`map`), one Python call per prompt.
-    texts = list(map(_CONTENT, prompt.messages))
-    texts.append(prompt.system)
-    size = 8 * len(prompt.messages) + 16
-    if all(map(str.isascii, texts)):  # the common case: a byte per character
-        return size + sum(map(len, texts))
-    return size + sum(map(_bytes, texts))
+    # Asked for every limited message over every turn of the session: one
+    # join in C, whose ASCII test and length then cost nothing.
+    messages = prompt.messages
+    text = "".join(map(_CONTENT, messages)) + prompt.system
+    size = 8 * len(messages) + 16
+    if text.isascii():  # the common case: a byte per character
+        return size + len(text)
+    return size + len(text.encode("utf-8", "surrogatepass"))
 
 
 def images_in(prompt: Prompt) -> int:
@@ -118,11 +118,6 @@ def images_in(prompt: Prompt) -> int:
 
 _CONTENT = operator.attrgetter("content")
 _PARTS = operator.attrgetter("parts")
-
-
-def _bytes(text: str) -> int:
-    """UTF-8 length (ASCII, the common case, without encoding)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +228,7 @@ class Remainder:
     usd_month: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per limited message: not frozen (see core.ledger)
 class Admitted:
     hold: Hold
     prompt_tokens: int
@@ -312,19 +307,16 @@ class LimitGate:
         """Reserve the worst case of `prompt` (with `images` images, by default
         its image parts); a refusing `Verdict` if it does not fit (or a
         `moved` one: see `Hold.sender`)."""
-        now = self._clock.now()
         count = images_in(prompt) if images is None else images
-        prompt_tokens = prompt_tokens_bound(prompt)
-        # `_hold`, spelled out: this runs for every limited message.
-        policy = self.policy
-        tokens, nano = policy.worst(prompt_tokens, count)
-        day, month = self.periods(now)
-        hid = f"{self._id_prefix}-{next(self._ids)}"
-        hold = Hold(hid, accounts, tokens, nano, day, month, now, now + policy.hold_ttl, sender)
+        bound = prompt_tokens_bound(prompt)
+        hold = self._hold(bound, count, accounts, self._clock.now(), self._next_id(), sender)
         verdict = await self._store.ledger_reserve(hold)
         if not verdict.ok:
             return verdict
-        return Admitted(hold, policy.worst_input(prompt_tokens, count))
+        return Admitted(hold, self.policy.worst_input(bound, count))
+
+    def _next_id(self) -> str:
+        return f"{self._id_prefix}-{next(self._ids)}"
 
     async def could_admit(
         self, prompt: Prompt, *, accounts: tuple[Account, ...], images: int
@@ -371,12 +363,27 @@ class LimitGate:
         that person's accounts, having written nothing."""
         sender = "" if person is not None else user_id
         key = person if person is not None else self._persons.get(user_id, user_id)
+        # Measured once, whichever person the store names; `_hold` spelled
+        # out: this runs for every limited message.
+        count = images_in(prompt) if images is None else images
+        bound = prompt_tokens_bound(prompt)
+        policy = self.policy
+        tokens, nano = policy.worst(bound, count)
         for _ in range(_RELINKS):
             accounts = self.accounts(key, user_id, admin=admin, place=place)
-            result = await self.admit(prompt, accounts=accounts, sender=sender, images=images)
-            if isinstance(result, Admitted) or result.moved is None:
-                return result, accounts
-            key = result.moved
+            now = self._clock.now()
+            day, month = self.periods(now)
+            hid = f"{self._id_prefix}-{next(self._ids)}"
+            expires = now + policy.hold_ttl
+            hold = Hold(hid, accounts, tokens, nano, day, month, now, expires, sender)
+            verdict = await self._store.ledger_reserve(hold)
+            if verdict.ok:
+                return Admitted(
+                    hold, policy.worst_input(bound, count) if count else bound
+                ), accounts
+            if verdict.moved is None:
+                return verdict, accounts
+            key = verdict.moved
             if len(self._persons) > _ACCOUNTS_KEPT:
                 self._persons.clear()
             if key == user_id:

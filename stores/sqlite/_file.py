@@ -17,6 +17,7 @@ from chatbridge.stores.sqlite._inbox import (
     INBOX_TABLE,
 )
 from chatbridge.stores.sqlite._ledger import LEDGER_MARKER, LEDGER_TABLES
+from chatbridge.stores.sqlite._ledger import migrate as migrate_usage
 from chatbridge.stores.sqlite._links import LINKS_MARKER, LINKS_TABLES
 from chatbridge.stores.sqlite._wal import WalMarker
 
@@ -42,7 +43,9 @@ CREATE TABLE turns(
 CREATE INDEX turns_key_id ON turns(key, id);
 CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL, PRIMARY KEY(user, day)) WITHOUT ROWID;
+    output_tokens INTEGER NOT NULL, ledger_tokens_in INTEGER NOT NULL DEFAULT 0,
+    ledger_tokens_out INTEGER NOT NULL DEFAULT 0, ledger_requests INTEGER NOT NULL DEFAULT 0,
+    ledger_nano_usd INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(user, day)) WITHOUT ROWID;
 {FORGOTTEN_TABLE}{INBOX_TABLE}{CURSORS_TABLE}{LEDGER_TABLES}{LINKS_TABLES}"""
 
 
@@ -121,6 +124,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
             "SELECT 1 FROM sqlite_master WHERE name = ?", (LEDGER_MARKER,)
         ).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {LEDGER_TABLES} COMMIT;")  # before limits
+        migrate_usage(db)  # before the usage row carried the ledger's counters
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LINKS_MARKER,)).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {LINKS_TABLES} COMMIT;")  # before linking
         marker = WalMarker(path)

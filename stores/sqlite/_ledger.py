@@ -5,18 +5,30 @@ One process serves a SQLite store (replicas need Redis), so the holds, the
 memory (`core.ledger.LedgerBook`), and `reserve` decides without awaiting
 anything between reading and recording: no two messages of the process can
 pass a limit together. A crash takes its holds with it, so nothing stays
-reserved after one. The counters are in the file::
+reserved after one. The counters are in the file, in two places::
 
     ledger(account, period, tokens_in, tokens_out, requests, refused, nano_usd)
         period is a day (YYYY-MM-DD) in bot.timezone; a month is the sum of its days
+    usage(user, day, ..., ledger_tokens_in, ledger_tokens_out, ledger_requests,
+          ledger_nano_usd)
+        the counters of account `person:<user>` that rode in an exchange's commit
 
-An answered message's settlement is written in its exchange's own
-transaction (`commit_exchange`); a failed or cancelled one, and a refusal,
-in one small transaction of its own. The store keeps the counters it read in
+An account's counters for a day are the sum of both. An answered message's
+settlement is written in its exchange's own transaction (`commit_exchange`):
+when its person is the exchange's ring owner and the day the same (`folds`,
+the common case), into the usage row that commit writes anyway (one row and
+one page fewer than a ledger row of its own); a scope's pool, a person
+another ID links to and a forgotten user's answer get ledger rows. A failed
+or cancelled request, and a refusal, go into `ledger` in one small
+transaction of their own. `forget` moves the user's counters from their usage
+rows into `ledger` (`KEEP_ON_FORGET`) before deleting the rows: counted use
+outlives the user's data, as before. The store keeps the counters it read in
 memory and adds each committed change to them, so a limit check costs the
-answer path no read after an account's first, and two upserts inside a commit
-it makes anyway. (Only the serving process writes them; `chatbridge usage`
-reads the file.)
+answer path no read after an account's first. (Only the serving process
+writes them; `chatbridge usage` reads the file.)
+
+Files made before the usage row carried counters get its four columns at
+connect (`migrate`), every one 0, so what their ledger rows hold still counts.
 """
 
 from __future__ import annotations
@@ -24,9 +36,19 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from chatbridge.core.ledger import Counted, Hold, LedgerRow, Tally
+from chatbridge.core.ledger import PERSON_PREFIX, Counted, Hold, LedgerRow, Settlement, Tally
 
-__all__ = ["LEDGER_MARKER", "LEDGER_TABLES", "add", "counted", "rows"]
+__all__ = [
+    "ADD_USAGE_COUNTED",
+    "KEEP_ON_FORGET",
+    "LEDGER_MARKER",
+    "LEDGER_TABLES",
+    "add",
+    "counted",
+    "folds",
+    "migrate",
+    "rows",
+]
 
 LEDGER_MARKER = "ledger"
 LEDGER_TABLES = """
@@ -45,9 +67,75 @@ ON CONFLICT(account, period) DO UPDATE SET
     requests = requests + excluded.requests, refused = refused + excluded.refused,
     nano_usd = nano_usd + excluded.nano_usd"""
 # Only days are stored (one upsert per answer); a month is the sum of its days.
+# ?5 is the person's usage user (NULL for a scope's pool, which has none).
 _COUNTERS = """
 SELECT period = ?2, sum(tokens_in), sum(tokens_out), sum(requests), sum(refused), sum(nano_usd)
-FROM ledger WHERE account = ?1 AND period >= ?3 AND period < ?4 GROUP BY period = ?2"""
+FROM (
+    SELECT period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger
+    WHERE account = ?1 AND period >= ?3 AND period < ?4
+    UNION ALL
+    SELECT day, ledger_tokens_in, ledger_tokens_out, ledger_requests, 0, ledger_nano_usd
+    FROM usage WHERE user = ?5 AND day >= ?3 AND day < ?4 AND ledger_requests > 0)
+GROUP BY period = ?2"""
+_ROWS = """
+SELECT account, period, sum(tokens_in), sum(tokens_out), sum(requests), sum(refused),
+    sum(nano_usd)
+FROM (
+    SELECT account, period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger
+    WHERE period >= ?1
+    UNION ALL
+    SELECT 'person:' || user, day, ledger_tokens_in, ledger_tokens_out, ledger_requests, 0,
+        ledger_nano_usd
+    FROM usage WHERE day >= ?1 AND ledger_requests > 0)
+GROUP BY account, period ORDER BY account, period"""
+# An exchange's usage and its settlement's counters for the person, in one row.
+ADD_USAGE_COUNTED = """
+INSERT INTO usage(user, day, input_tokens, output_tokens, ledger_tokens_in, ledger_tokens_out,
+    ledger_requests, ledger_nano_usd)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(user, day) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    ledger_tokens_in = ledger_tokens_in + excluded.ledger_tokens_in,
+    ledger_tokens_out = ledger_tokens_out + excluded.ledger_tokens_out,
+    ledger_requests = ledger_requests + excluded.ledger_requests,
+    ledger_nano_usd = ledger_nano_usd + excluded.ledger_nano_usd"""
+# Before `forget` deletes the user's usage rows: their counters go to `ledger`.
+KEEP_ON_FORGET = """
+INSERT INTO ledger(account, period, tokens_in, tokens_out, requests, refused, nano_usd)
+SELECT 'person:' || user, day, ledger_tokens_in, ledger_tokens_out, ledger_requests, 0,
+    ledger_nano_usd
+FROM usage WHERE user = ? AND ledger_requests > 0
+ON CONFLICT(account, period) DO UPDATE SET
+    tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out,
+    requests = requests + excluded.requests, nano_usd = nano_usd + excluded.nano_usd"""
+_USAGE_COLUMNS = ("ledger_tokens_in", "ledger_tokens_out", "ledger_requests", "ledger_nano_usd")
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Give a file made before them the usage row's counter columns (all 0).
+    Checked again under the write lock: two processes may open an old file."""
+    if _has_usage_columns(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_usage_columns(db):
+            for column in _USAGE_COLUMNS:
+                db.execute(f"ALTER TABLE usage ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _has_usage_columns(db: sqlite3.Connection) -> bool:
+    found = {row[0] for row in db.execute("SELECT name FROM pragma_table_info('usage')")}
+    return found.issuperset(_USAGE_COLUMNS)
+
+
+def folds(settlement: Settlement, user: str, day: str) -> bool:
+    """Whether the settlement's first account is the person `user` on `day`:
+    its counters then ride in the usage row of `user`'s exchange."""
+    return settlement.day == day and settlement.accounts[0] == PERSON_PREFIX + user
 
 
 def counted(db: sqlite3.Connection, hold: Hold) -> Counted:
@@ -55,8 +143,10 @@ def counted(db: sqlite3.Connection, hold: Hold) -> Counted:
     found = {}
     month_end = f"{hold.month}-99"  # after every day of the month, before the next month
     for account in hold.accounts:
+        key = account.key
+        user = key[len(PERSON_PREFIX) :] if key.startswith(PERSON_PREFIX) else None
         day, rest = Tally(), Tally()
-        for row in db.execute(_COUNTERS, (account.key, hold.day, hold.month, month_end)):
+        for row in db.execute(_COUNTERS, (key, hold.day, hold.month, month_end, user)):
             if row[0]:
                 day = Tally(*row[1:])
             else:
@@ -73,9 +163,5 @@ def add(db: sqlite3.Connection, keys: Iterable[str], day: str, month: str, t: Ta
 
 def rows(db: sqlite3.Connection, *, since_day: str) -> list[LedgerRow]:
     """Day rows (not months) from `since_day` on, by account then day."""
-    found = db.execute(
-        "SELECT account, period, tokens_in, tokens_out, requests, refused, nano_usd FROM ledger "
-        "WHERE period >= ? ORDER BY account, period",
-        (since_day,),
-    ).fetchall()
+    found = db.execute(_ROWS, (since_day,)).fetchall()
     return [LedgerRow(r[0], r[1], Tally(*r[2:])) for r in found]

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbridge.core.ledger import (
-    Counted,
+    PERSON_PREFIX,
     Hold,
     LedgerBook,
     LedgerRow,
     Settlement,
     Snapshot,
     Tally,
+    Used,
     Verdict,
-    moved,
 )
 from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
@@ -48,7 +48,6 @@ from chatbridge.stores.sqlite._rows import RowReader, chained, reason
 T = TypeVar("T")
 _COUNTED_KEPT = 50_000  # cached (account, period) counters before the cache starts over
 _SESSIONS_KEPT = 1_000  # sessions kept in memory before that cache starts over
-_NOTHING = Tally()
 
 _UPSERT_SESSION = """
 INSERT INTO sessions(key, user, started_at, last_active) VALUES (?, ?, ?, ?)
@@ -151,7 +150,8 @@ class SqliteStore(StoreBase):
         self._inbox_adds = 0  # every PRUNE_EVERY-th add prunes old done markers
         self._rows = RowReader(path)
         self._holds = LedgerBook()  # this process's holds and stamps (`_ledger`)
-        self._counted: dict[tuple[str, str], Tally] = {}  # the file's counters, as read
+        # The file's counters as read, [tokens, nano-dollars] by (account, period).
+        self._counted: dict[tuple[str, str], list[int]] = {}
         self._groups: dict[str, tuple[str, ...]] = {}  # link groups, as read
         self._sessions: dict[str, Session] = {}  # as stored, while `_version` holds
         self._rings: dict[str, list[MemoryEntry]] = {}  # whole rings, oldest first, likewise
@@ -219,7 +219,6 @@ class SqliteStore(StoreBase):
             e.scope,
         )
         settled = exchange.settlement
-        tally = _NOTHING if settled is None else settled.tally  # built once: used twice
         # Its stored turns become the session's own if it was kept (whole) or
         # all its turns are written now; anything else is read again. Kept on
         # a file another connection wrote since, it is dropped unserved: the
@@ -231,11 +230,11 @@ class SqliteStore(StoreBase):
         short = stored is not None and len(stored.turns) + len(added) <= len(session.turns)
         ring = self._rings.pop(user, None)
         written = False
+        # The person's counters ride in the usage row when it is theirs (`_ledger`).
+        fold = settled is not None and _ledger.folds(settled, user, exchange.day)
         with self._txn() as db:
             if exchange.inbox_key:
                 _inbox.done(db, exchange.inbox_key, time.time())
-            if settled is not None:  # counted even for a forgotten user: it was used
-                _ledger.add(db, settled.accounts, settled.day, settled.month, tally)
             # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
             if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
                 written = True
@@ -249,15 +248,26 @@ class SqliteStore(StoreBase):
                 if not short:
                     db.execute(_TRIM_TURNS, (key, len(session.turns)))
                 db.execute(_INSERT_ENTRY, entry)
-                db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
+                if fold and settled is not None:
+                    db.execute(
+                        _ledger.ADD_USAGE_COUNTED,
+                        (user, exchange.day, u.input_tokens, u.output_tokens, settled.tokens_in,
+                         settled.tokens_out, 1, settled.nano_usd),
+                    )  # fmt: skip
+                else:
+                    db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
                 db.execute(_TRIM, (user, self._max))
+            if settled is not None:  # counted even for a forgotten user: it was used
+                rest = settled.accounts[1:] if written and fold else settled.accounts
+                if rest:
+                    _ledger.add(db, rest, settled.day, settled.month, settled.tally)
         if written and whole:
             self._keep(session)
         if written and ring is not None:  # as _TRIM left it: the newest `_max`
             ring.append(MemoryEntry(*entry[1:6], user, e.scope))
             self._rings[user] = ring[-self._max :]
         if settled is not None:
-            self._counted_add(settled.accounts, settled.day, settled.month, tally)
+            self._counted_add(settled, settled.tokens_in + settled.tokens_out, settled.nano_usd)
             self._holds.release(settled)
 
     async def ring(self, user: str, *, since: float) -> list[MemoryEntry]:
@@ -299,6 +309,7 @@ class SqliteStore(StoreBase):
             db.execute(
                 "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE user = ?)", (user,)
             )
+            db.execute(_ledger.KEEP_ON_FORGET, (user,))  # counted use stays
             for table in ("ring", "sessions", "usage"):
                 db.execute(f"DELETE FROM {table} WHERE user = ?", (user,))
             now = time.time()
@@ -374,35 +385,38 @@ class SqliteStore(StoreBase):
         """Read the sender's link and the counters, decide and record the hold
         in memory, with no await in between (`_ledger`); a refusal is
         counted in the file."""
-        if hold.sender:
-            group = self._group(hold.sender)
-            relinked = moved(hold, group[0] if group else hold.sender)
-            if relinked is not None:
-                return relinked
+        if sender := hold.sender:
+            group = self._groups.get(sender)
+            if group is None:
+                group = self._group(sender)
+            person = group[0] if group else sender
+            if hold.accounts[0].key != PERSON_PREFIX + person:  # `moved`, spelled out
+                return Verdict(False, moved=person)
         verdict = self._holds.reserve(hold, self._counts(hold))
         if not verdict.ok:
             keys = [a.key for a in hold.accounts]
             with self._txn() as db:
                 _ledger.add(db, keys, hold.day, hold.month, Tally(refused=1))
-            self._counted_add(keys, hold.day, hold.month, Tally(refused=1))
+            # No tokens, no cost: what is cached stays as it is.
         return verdict
 
     async def ledger_settle(self, settlement: Settlement) -> None:
         s = settlement
         with self._txn() as db:
             _ledger.add(db, s.accounts, s.day, s.month, s.tally)
-        self._counted_add(s.accounts, s.day, s.month, s.tally)
+        self._counted_add(s, s.tokens_in + s.tokens_out, s.nano_usd)
         self._holds.release(s)
 
     async def ledger_snapshots(self, hold: Hold) -> dict[str, Snapshot]:
         counted = self._ledger_read(lambda db: _ledger.counted(db, hold))
         return {a.key: self._holds.snapshot(a.key, hold, counted) for a in hold.accounts}
 
-    def _counts(self, hold: Hold) -> Counted:
-        """The accounts' settled day and month: from memory once read (this
-        process writes every change of them, see `_counted_add`), else the file."""
+    def _counts(self, hold: Hold) -> Used:
+        """The accounts' settled [tokens, nano-dollars] of the hold's day and
+        month: from memory once read (this process writes every change of
+        them, see `_counted_add`), else the file."""
         cache, day, month = self._counted, hold.day, hold.month
-        found: dict[str, tuple[Tally, Tally]] = {}
+        found: dict[str, tuple[list[int], list[int]]] = {}
         for a in hold.accounts:
             settled_day, settled_month = cache.get((a.key, day)), cache.get((a.key, month))
             if settled_day is None or settled_month is None:
@@ -413,18 +427,21 @@ class SqliteStore(StoreBase):
         if len(cache) > _COUNTED_KEPT:
             cache.clear()
         read = self._ledger_read(lambda db: _ledger.counted(db, hold))
-        for key, (settled_day, settled_month) in read.items():
-            cache[(key, day)], cache[(key, month)] = settled_day, settled_month
-        return read
+        for key, (counted_day, counted_month) in read.items():
+            settled_day = cache[(key, day)] = [counted_day.tokens, counted_day.nano_usd]
+            settled_month = cache[(key, month)] = [counted_month.tokens, counted_month.nano_usd]
+            found[key] = (settled_day, settled_month)
+        return found
 
-    def _counted_add(self, keys: Iterable[str], day: str, month: str, tally: Tally) -> None:
-        """After a committed ledger write: what is cached follows it."""
+    def _counted_add(self, s: Settlement, tokens: int, nano_usd: int) -> None:
+        """After a settlement's commit: what is cached follows it (in place)."""
         cache = self._counted
-        for key in keys:
-            for period in (day, month):
+        for key in s.accounts:
+            for period in (s.day, s.month):
                 cached = cache.get((key, period))
                 if cached is not None:
-                    cache[(key, period)] = cached + tally
+                    cached[0] += tokens
+                    cached[1] += nano_usd
 
     def _ledger_read(self, read: Callable[[sqlite3.Connection], T]) -> T:
         try:

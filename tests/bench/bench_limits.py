@@ -11,13 +11,11 @@ Three measurements, each printed as it ran:
    limit check's cost inside the engine.
 2. The same on Redis (the run's own redis-server,
    `tests.support.redis_server`), two key prefixes, 300-char answers.
-3. The calls a limited message makes besides its commit (the settlement
-   rides in the exchange's commit), by themselves: the reserve, which on
-   every store also reads the sender's link (`Hold.sender`); and on Redis,
-   for comparison, the two calls the answer path made before (the link HGET,
-   then the reserve as redis-py packs it, as the code up to 2026-12-02 did);
-   where hiredis is installed, also the one call with redis-py's pure-Python
-   reply parser. Round trips are calls of redis-py's `send_packed_command`.
+3. The reserve by itself (the settlement rides in the exchange's commit),
+   which on every store also reads the sender's link (`Hold.sender`); on
+   Redis also, where hiredis is installed, the same call with redis-py's
+   pure-Python reply parser. Round trips are calls of redis-py's
+   `send_packed_command`.
 
 `BENCH_ROUNDS=1` makes a quick run (11 rounds by default).
 
@@ -45,13 +43,12 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.engine import Engine, EngineSettings
-from chatbridge.core.ledger import NANO, RATE_WINDOW, Account, Hold, Limits, Settlement
+from chatbridge.core.ledger import Account, Hold, Limits, Settlement
 from chatbridge.core.limits import LimitGate, LimitPolicy
 from chatbridge.core.models import ChatKind, Conversation, IncomingMessage, Usage
 from chatbridge.core.ports import Prompt, StreamEvent, TextDelta, UsageReport
 from chatbridge.providers.debug import DebugProvider
 from chatbridge.stores.redis import RedisStore
-from chatbridge.stores.redis._ledger import _KEEP_MS, _RESERVE, LEDGER_TTL, _limit
 from chatbridge.stores.sqlite import SqliteStore
 from tests.bench.bench_engine import NullOutbox
 from tests.bench.bench_store import count_round_trips
@@ -154,26 +151,6 @@ def _redis_pair(root: Path, n: int) -> tuple[Store, Store]:
     )
 
 
-async def _before(store: Store, hold: Hold) -> None:
-    """The answer path up to 2026-12-02: the sender's link HGET (as `link_group`),
-    then the reserve with its keys and arguments built and packed by redis-py."""
-    assert isinstance(store, RedisStore)
-    await store.link_group(hold.sender)
-    ledger, db = store._ledger, store._db
-    keys = [ledger._accounts_key()]
-    args = [repr(hold.now), hold.id, repr(hold.expires_at), str(hold.tokens), str(hold.nano_usd),
-            hold.day, hold.month, str(len(hold.accounts)), str(_KEEP_MS),
-            str(int(LEDGER_TTL * 1000)), repr(RATE_WINDOW), ""]  # fmt: skip
-    for account in hold.accounts:
-        lim = account.limits
-        keys += ledger._ledger_keys(account.key, hold.day, hold.month)
-        args += [account.key, _limit(lim.tokens_per_day), _limit(lim.tokens_per_month),
-                 _limit(lim.messages_per_minute), _limit(lim.usd_per_day, NANO),
-                 _limit(lim.usd_per_month, NANO)]  # fmt: skip
-    keys.append(f"{db.prefix}links")
-    assert await db.script(_RESERVE, keys, args) == 1
-
-
 async def _now(store: Store, hold: Hold) -> None:
     assert (await store.ledger_reserve(hold)).ok
 
@@ -215,7 +192,7 @@ async def call_rows() -> list[tuple[str, tuple[float, float, float]]]:
         await sqlite.open()
         rows.append(
             (
-                "sqlite: reserve (link read in it)",
+                "sqlite: reserve, link read in it",
                 _median([await calls_round(sqlite, _now) for _ in range(3)]),
             )
         )
@@ -228,8 +205,7 @@ async def call_rows() -> list[tuple[str, tuple[float, float, float]]]:
     await store.open()
     parser = "hiredis" if HIREDIS_AVAILABLE else "redis-py's Python parser"
     cases: list[tuple[str, Store, Call]] = [
-        (f"redis before: link HGET, then reserve packed by redis-py ({parser})", store, _before),
-        (f"redis now: one reserve, the link read in it ({parser})", store, _now),
+        (f"redis: reserve, link read in it ({parser})", store, _now),
     ]
     opened = [store]
     if HIREDIS_AVAILABLE:  # the same call with replies parsed in Python, for comparison
@@ -241,7 +217,7 @@ async def call_rows() -> list[tuple[str, tuple[float, float, float]]]:
         await conn.disconnect()
         conn.set_parser(_AsyncRESP3Parser)
         await pool.release(conn)
-        cases.append(("redis now: one reserve (redis-py's Python parser)", python, _now))
+        cases.append(("redis: reserve (redis-py's Python parser)", python, _now))
         opened.append(python)
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in cases}
     for _ in range(3):  # interleaved, so each case sees the same machine

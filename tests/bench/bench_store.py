@@ -126,7 +126,10 @@ def populate_sqlite(path: Path, users: int) -> None:
         "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)",
         [(k, t["role"], t["content"]) for k, s in sessions.items() for t in s["turns"]],
     )
-    db.executemany("INSERT INTO usage VALUES (?, ?, 240, 160)", [(u, DAY) for u in usage])
+    db.executemany(
+        "INSERT INTO usage(user, day, input_tokens, output_tokens) VALUES (?, ?, 240, 160)",
+        [(u, DAY) for u in usage],
+    )
     db.execute("COMMIT")
     db.close()
 

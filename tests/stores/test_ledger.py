@@ -4,11 +4,13 @@ expire, count refusals and rate notices, and survive a reopen."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 from chatbridge.core.ledger import Account, Hold, Limits, Settlement, Tally
-from tests.stores.helpers import AnyStore, exchange, opened
+from chatbridge.core.models import Usage
+from tests.stores.helpers import AnyStore, Stores, exchange, opened
 
 DAY, MONTH = "2026-12-02", "2026-12"
 NOW = 1_800_000_000.0
@@ -142,3 +144,67 @@ async def test_a_hold_with_a_sender_goes_on_its_linked_persons_account(store: An
     assert rows == {"person:discord:7": Tally(refused=1)}  # "b" and "e" wrote nothing
     snaps = await store.ledger_snapshots(hold("probe", "telegram:1"))
     assert snaps["person:telegram:1"].held_day == (100, 0)  # "a" only
+
+
+async def test_an_answers_count_outlives_forget_and_a_reopen(
+    backend: str, path: Path, store: AnyStore
+) -> None:
+    """Settled with its exchange on the ring owner's own account (SQLite
+    counts it in the usage row that commit writes): forget erases the usage,
+    never the counted use, and a reopen still sees it."""
+    limits = Limits(tokens_per_day=130)
+    settled = Settlement("a", ("person:alice", "scope:telegram:-1"), DAY, MONTH, 20, 10, 7)
+    await store.commit_exchange(
+        replace(exchange("Hallo", user="alice", day=DAY), settlement=settled)
+    )
+    assert await store.usage("alice", day=DAY) == Usage(3, 5)
+    counted = [
+        ("person:alice", Tally(20, 10, 1, 0, 7)),
+        ("scope:telegram:-1", Tally(20, 10, 1, 0, 7)),
+    ]
+    assert [(r.account, r.tally) for r in await store.ledger_rows(since_day=DAY)] == counted
+    await store.forget("alice")
+    assert await store.usage("alice", day=DAY) == Usage()
+    assert [(r.account, r.tally) for r in await store.ledger_rows(since_day=DAY)] == counted
+    await store.aclose()
+    again = await opened(backend, path)
+    try:
+        assert (await again.ledger_reserve(_hold("b", 100, limits))).ok  # 30 + 100
+        assert not (await again.ledger_reserve(_hold("c", 1, limits))).ok
+        (alice, _) = await again.ledger_rows(since_day=DAY)
+        assert (alice.tally.tokens, alice.tally.requests, alice.tally.refused) == (30, 1, 1)
+    finally:
+        await again.aclose()
+
+
+async def test_a_sqlite_file_from_before_the_counted_usage_row_opens_and_counts(
+    tmp_path: Path, stores: Stores
+) -> None:
+    """A file whose usage table has no counter columns (the schema up to
+    2026-12-03) gets them at open, all 0; its ledger rows still count."""
+    path = tmp_path / "chatbridge.db"
+    await (await stores("sqlite", path)).aclose()
+    db = sqlite3.connect(path, isolation_level=None)
+    for column in ("ledger_tokens_in", "ledger_tokens_out", "ledger_requests", "ledger_nano_usd"):
+        db.execute(f"ALTER TABLE usage DROP COLUMN {column}")
+    db.execute("INSERT INTO usage VALUES ('alice', ?, 3, 5)", (DAY,))
+    db.execute("INSERT INTO ledger VALUES ('person:alice', ?, 60, 40, 1, 0, 7)", (DAY,))
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+
+    store = await stores("sqlite", path)
+    assert [(r.account, r.tally) for r in await store.ledger_rows(since_day=DAY)] == [
+        ("person:alice", Tally(60, 40, 1, 0, 7))
+    ]
+    limits = Limits(tokens_per_day=150)
+    assert not (await store.ledger_reserve(_hold("a", 51, limits))).ok  # 100 used
+    assert (await store.ledger_reserve(_hold("b", 50, limits))).ok
+    answered = replace(exchange("Hallo", user="alice", day=DAY), settlement=_settle("b", 20, 10))
+    await store.commit_exchange(answered)
+    assert await store.usage("alice", day=DAY) == Usage(6, 10)
+    (row,) = await store.ledger_rows(since_day=DAY)
+    assert row.tally == Tally(80, 50, 2, 1, 14)
+    await store.aclose()
+    again = await stores("sqlite", path)  # the migrated file passes the open's checks
+    (row,) = await again.ledger_rows(since_day=DAY)
+    assert row.tally == Tally(80, 50, 2, 1, 14)
