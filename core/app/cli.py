@@ -39,6 +39,7 @@ from chatbridge.config import (
     resolve_config_path,
     summarize,
 )
+from chatbridge.core.app.bounded_run import run_bounded
 from chatbridge.core.app.logs import SecretRedactor, setup_logging
 from chatbridge.core.app.preflight import missing_sdk, unwritable_store
 from chatbridge.core.app.usage import USAGE_SECTIONS, render, usage_lines
@@ -349,7 +350,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                     return _fail(visible(f"--since {args.since}: {exc}"), EXIT_CONFIG, redactor)
                 return asyncio.run(_usage(args, config))
             return asyncio.run(_memory(args, config))
-        return asyncio.run(_run(args, config, environ, redactor))
+        return run_bounded(_run(args, config, environ, redactor))  # its end is bounded too
     except StoreError as exc:
         return _fail(str(exc), EXIT_FAILED, redactor)
     except ConfigError as exc:  # found only while wiring (an API key file from the environment)

@@ -17,6 +17,14 @@ __all__ = ["SchedulerBase"]
 
 log = logging.getLogger(__name__)
 
+STOP_WITHIN = 2.0
+"""s a cancelled task gets to end while draining: a background task (the
+inbox sweep, the cancel-notice listener) as soon as the drain starts, a
+reply when the grace is over. One that swallows the cancellation or hangs in
+its cleanup (a Redis pubsub closing on a dead socket) is logged by name and
+left behind, so shutdown goes on: a drain takes at most about
+`2 * STOP_WITHIN + grace`."""
+
 
 class SchedulerBase:
     """Tasks, replies in flight and draining; subclasses decide whose turn it is."""
@@ -63,9 +71,18 @@ class SchedulerBase:
             running[0].cancel()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(work)
+        name = getattr(work, "__qualname__", "reply")
+        task = asyncio.create_task(work, name=f"scheduler: {name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def run_beside(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        """Run `work` beside the answers until `drain` cancels it (at its start,
+        waiting at most `STOP_WITHIN`); `name` is what the log calls it."""
+        task = asyncio.create_task(work, name=f"scheduler: {name}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         return task
 
     def _run_command(self, entry: InboxEntry) -> bool:
@@ -111,16 +128,33 @@ class SchedulerBase:
                 del self._inflight[conversation]
 
     async def drain(self, grace: float) -> None:
+        """Stop the background tasks, let the answers run for up to `grace` s,
+        then cut the rest (their entries stay LEFT for the restart). Bounded:
+        a task that does not stop when cancelled is logged and left behind."""
         self._draining = True
-        for task in list(self._background):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop(self._background)
         tasks = [t for t in self._tasks if not t.done()]
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=2.0)
+        await _stop(pending)
+
+
+async def _stop(tasks: set[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait at most `STOP_WITHIN` for them; log those that
+    did not stop and what those that ended by themselves raised."""
+    tasks = set(tasks)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    done, pending = await asyncio.wait(tasks, timeout=STOP_WITHIN)
+    for task in done:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("%s had stopped: %s", task.get_name(), exc)
+    for task in sorted(pending, key=lambda t: t.get_name()):
+        log.warning(
+            "%s did not stop within %gs of being cancelled; shutting down without it",
+            task.get_name(),
+            STOP_WITHIN,
+        )

@@ -90,10 +90,8 @@ class SharedInboxScheduler(SchedulerBase):
     async def start(self) -> None:
         if self._background or self._draining:
             return
-        for work in (self._sweep_loop(), self._listen()):
-            task = asyncio.create_task(work)
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        self.run_beside(self._sweep_loop(), name="inbox sweep")
+        self.run_beside(self._listen(), name="cancel notices")
 
     def hold(self, conversation: str) -> AbstractAsyncContextManager[Lease]:
         return self._leases.hold(conversation)

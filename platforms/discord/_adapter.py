@@ -178,7 +178,7 @@ class DiscordPlatform:
         self._ready = asyncio.Event()
         self._connected = False
         self._receiving = False
-        self._task: asyncio.Task[None] | None = None
+        self._gateway_failure: Exception | None = None  # what ended the gateway before READY
         self._saved: tuple[str, yarl.URL] | None = None
         self._client.event(self.on_ready)
         self._client.event(self.on_shard_ready)
@@ -210,21 +210,38 @@ class DiscordPlatform:
         """Returns at READY; raises what ended the gateway task before it."""
         self._point_at(self._config.api_base, self._config.gateway_url)
         self._receiving = True
-        self._task = asyncio.create_task(self._client.start(reveal(self._config.token)))
+        self._gateway_failure = None
+        gateway = self._background.spawn(self._gateway(), name="gateway")
         ready = asyncio.create_task(self._ready.wait())
         try:
             await asyncio.wait(
-                {self._task, ready}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+                {gateway, ready}, timeout=START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             ready.cancel()
         if self._ready.is_set():
             return
-        if self._task.done() and not self._task.cancelled():
-            exc = self._task.exception()
-            if isinstance(exc, Exception):
-                raise exc
+        if self._gateway_failure is not None:
+            raise self._gateway_failure
         raise PlatformStartFailed(f"discord sent no READY within {START_TIMEOUT:g}s")
+
+    async def _gateway(self) -> None:
+        """The gateway session, from login until `aclose` cancels it (it is one
+        of `_background`'s tasks, so stopping cancels and awaits it). discord.py
+        reconnects by itself; what ends the session before READY is `start`'s
+        failure (`_connect` raises it), what ends it later is logged here, once."""
+        try:
+            await self._client.start(reveal(self._config.token))
+        except Exception as exc:
+            self._connected = False
+            if not self._ready.is_set():
+                self._gateway_failure = exc
+                return
+            log.error(
+                "discord: the gateway stopped; no messages arrive until a restart (%s: %s)",
+                type(exc).__name__,
+                one_line(exc),
+            )
 
     def outbox(self, message: IncomingMessage) -> Outbox:
         interaction = decode_interaction(message.reply_address)
@@ -255,10 +272,6 @@ class DiscordPlatform:
         await self._files.aclose()
         with contextlib.suppress(Exception):
             await self._client.close()
-        if self._task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self._task, 5.0)
-            self._task = None
         if self._saved is not None:
             discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = self._saved
             self._saved = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import pytest
 from discord import AutoShardedClient
 
@@ -73,3 +76,43 @@ async def test_shard_settings_run_an_auto_sharded_client(fake: FakeDiscord, laun
     assert identify[-1].body["shard"] == [0, 1]
     await fake.send_dm("DMs kommen auf Shard 0")
     await fake.wait_for(lambda: bool(fake.bot_texts(fake.dm_channel())))
+
+
+async def test_a_gateway_that_ends_after_ready_is_logged_once_and_its_task_awaited_on_stop(
+    fake: FakeDiscord, launch: Launch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Discord closes the session with 4004 (the token was reset while the bot
+    ran): discord.py gives up, and the adapter says so once instead of losing
+    the gateway task's exception; `aclose` leaves none of its tasks running."""
+    caplog.set_level(logging.ERROR, logger="chatbridge.platforms")
+    before = asyncio.all_tasks()
+    running = await launch()
+    await fake.close_gateway(4004, "Authentication failed")
+
+    def stopped() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "gateway stopped" in r.getMessage()]
+
+    await fake.wait_for(stopped)
+    assert not running.platform.connected
+    await running.platform.stop_receiving()
+    await running.platform.aclose()
+    [line] = stopped()
+    assert "ConnectionClosed" in line
+    assert "4004" in line
+    assert fake.token not in line
+    left = [t.get_name() for t in asyncio.all_tasks() - before if not t.done()]
+    assert [n for n in left if n.startswith("discord:")] == []
+
+
+async def test_stopping_cancels_and_awaits_the_live_gateway_without_calling_it_a_failure(
+    fake: FakeDiscord, launch: Launch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="chatbridge.platforms")
+    before = asyncio.all_tasks()
+    running = await launch()
+    assert fake.connected
+    await running.platform.stop_receiving()
+    await running.platform.aclose()
+    left = [t.get_name() for t in asyncio.all_tasks() - before if not t.done()]
+    assert [n for n in left if n.startswith("discord:")] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("chatbridge")] == []

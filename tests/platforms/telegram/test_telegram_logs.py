@@ -20,6 +20,7 @@ from chatbridge.core.app.logs import setup_logging
 from chatbridge.core.app.wiring import secrets_of
 from chatbridge.platforms.telegram import TelegramPlatform
 from chatbridge.providers.factory import build_chain
+from tests.support.closing import Closing
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.sse import Reply
@@ -42,7 +43,7 @@ def _restore_logging() -> Iterator[None]:
 
 
 async def test_debug_http_logs_show_the_urls_but_never_a_secret(
-    testbot: TestBots, capsys: pytest.CaptureFixture[str]
+    testbot: TestBots, closing: Closing, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with FakeTelegram() as telegram, FakeOpenAI() as openai:
         openai.api_key = API_KEY
@@ -63,7 +64,9 @@ platforms:
         setup_logging(level=logging.DEBUG, secrets=secrets_of(config, environ))
         for name in THIRD_PARTY:
             logging.getLogger(name).setLevel(logging.DEBUG)
-        bot = await testbot(provider=build_chain(config.providers))
+        # Closed with its SDK client: left to the garbage collector, the client
+        # closes its connections from a later test's loop, on this closed one.
+        bot = await testbot(provider=closing(build_chain(config.providers)))
         platform = TelegramPlatform(
             config=config.platforms.telegram, handler=bot.engine, commands=bot.engine.commands
         )
