@@ -76,11 +76,7 @@ _LONG_PLACES = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks the long tests and runs them first: collected last, they left
-    one xdist worker running them one after another for minutes while the
-    other sat idle; started first, the short tests fill in around them."""
     for item in items:
         where = Path(str(item.path)).relative_to(REPO).as_posix()
         if where.startswith(_LONG_PLACES):
             item.add_marker(pytest.mark.long)
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable
