@@ -308,12 +308,17 @@ class LimitGate:
         its image parts); a refusing `Verdict` if it does not fit (or a
         `moved` one: see `Hold.sender`)."""
         count = images_in(prompt) if images is None else images
-        bound = prompt_tokens_bound(prompt)
-        hold = self._hold(bound, count, accounts, self._clock.now(), self._next_id(), sender)
+        return await self._reserve(prompt_tokens_bound(prompt), count, accounts, sender)
+
+    async def _reserve(
+        self, bound: int, images: int, accounts: tuple[Account, ...], sender: str
+    ) -> Admitted | Verdict:
+        """`admit` of a prompt measured at `bound` tokens with `images` images."""
+        hold = self._hold(bound, images, accounts, self._clock.now(), self._next_id(), sender)
         verdict = await self._store.ledger_reserve(hold)
         if not verdict.ok:
             return verdict
-        return Admitted(hold, self.policy.worst_input(bound, count))
+        return Admitted(hold, self.policy.worst_input(bound, images))
 
     def _next_id(self) -> str:
         return f"{self._id_prefix}-{next(self._ids)}"
@@ -363,27 +368,15 @@ class LimitGate:
         that person's accounts, having written nothing."""
         sender = "" if person is not None else user_id
         key = person if person is not None else self._persons.get(user_id, user_id)
-        # Measured once, whichever person the store names; `_hold` spelled
-        # out: this runs for every limited message.
+        # Measured once, whichever person the store names.
         count = images_in(prompt) if images is None else images
         bound = prompt_tokens_bound(prompt)
-        policy = self.policy
-        tokens, nano = policy.worst(bound, count)
         for _ in range(_RELINKS):
             accounts = self.accounts(key, user_id, admin=admin, place=place)
-            now = self._clock.now()
-            day, month = self.periods(now)
-            hid = f"{self._id_prefix}-{next(self._ids)}"
-            expires = now + policy.hold_ttl
-            hold = Hold(hid, accounts, tokens, nano, day, month, now, expires, sender)
-            verdict = await self._store.ledger_reserve(hold)
-            if verdict.ok:
-                return Admitted(
-                    hold, policy.worst_input(bound, count) if count else bound
-                ), accounts
-            if verdict.moved is None:
-                return verdict, accounts
-            key = verdict.moved
+            result = await self._reserve(bound, count, accounts, sender)
+            if isinstance(result, Admitted) or result.moved is None:
+                return result, accounts
+            key = result.moved
             if len(self._persons) > _ACCOUNTS_KEPT:
                 self._persons.clear()
             if key == user_id:
