@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,24 @@ async def run_cli(
     return Result(process.returncode or 0, out.decode(), err.decode())
 
 
+@contextlib.contextmanager
+def _ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """A child started inside gets Ctrl-C's default action, as at a terminal.
+
+    A shell that starts the suite in the background (`pytest &`, nohup) sets
+    SIGINT to "ignore", and an ignored signal stays ignored through exec: the
+    chat under test would never see the Ctrl-C a test sends it. A *handled*
+    signal is reset to its default at exec, so handle it while the child starts."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if before is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, before)
+
+
 class ChatSession:
     """An interactive `chatbridge chat` driven line by line, as a person would."""
 
@@ -68,16 +86,17 @@ class ChatSession:
     async def start(
         cls, *args: str, cwd: Path, env: Mapping[str, str] | None = None
     ) -> ChatSession:
-        process = await asyncio.create_subprocess_exec(
-            *CHATBRIDGE,
-            "chat",
-            *args,
-            cwd=cwd,
-            env=clean_env(env),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        with _ctrl_c_as_at_a_terminal():
+            process = await asyncio.create_subprocess_exec(
+                *CHATBRIDGE,
+                "chat",
+                *args,
+                cwd=cwd,
+                env=clean_env(env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
         return cls(process)
 
     async def read_until(self, marker: str, within: float = 20.0) -> str:
