@@ -28,8 +28,8 @@ async def test_a_cancelled_wait_leaves_no_user_behind() -> None:
     locks = KeyedLocks()
     async with locks.hold("c"):
         waiter = asyncio.create_task(_take(locks))
-        while locks.users("c") < 2:  # the waiter has started waiting
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one loop turn: the waiter runs up to its wait
+        assert locks.users("c") == 2
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
