@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.answer import Answerer
@@ -154,22 +154,31 @@ class Engine:
     async def _accept(self, message: IncomingMessage, key: str) -> bool:
         if self._draining:
             raise NotAccepting("shutting down")
+        entry = self._entry(key, message)
+        if not await self.store.inbox_add(entry):
+            self._redelivered(entry.message)
+            return False
+        await self.scheduler.submit(entry)
+        return True
+
+    def _entry(self, key: str, message: IncomingMessage) -> InboxEntry:
+        """`message` as its inbox entry, received now."""
         # Any Unicode a platform hands us (lone surrogates, NUL, controls) is
         # made safe before it is stored, so no store or SDK can choke on it.
         text, attachments = clean_text(message.text), clean_attachments(message)
         if text != message.text or attachments != message.attachments:
             message = dataclasses.replace(message, text=text, attachments=attachments)
+        return InboxEntry(key, message, received_at=self._received_at(message))
+
+    def _received_at(self, message: IncomingMessage) -> float:
         now = self.clock.now()
         # A message fetched late (Discord catch-up) is as old as its user's send.
-        received_at = min(now, message.sent_at) if message.sent_at else now
-        entry = InboxEntry(key, message, received_at=received_at)
-        if not await self.store.inbox_add(entry):
-            log.info("dropped redelivered event %s", message.event_id)
-            scope = self.places.for_message(message).metric_scope
-            self.metrics.count(message.conversation.platform, Outcome.DUPLICATE.value, scope=scope)
-            return False
-        await self.scheduler.submit(entry)
-        return True
+        return min(now, message.sent_at) if message.sent_at else now
+
+    def _redelivered(self, message: IncomingMessage) -> None:
+        log.info("dropped redelivered event %s", message.event_id)
+        scope = self.places.for_message(message).metric_scope
+        self.metrics.count(message.conversation.platform, Outcome.DUPLICATE.value, scope=scope)
 
     async def handle(self, message: IncomingMessage, outbox: Outbox) -> None:
         """Accept `message`, answer it into `outbox`; returns once that is done.
@@ -184,6 +193,58 @@ class Engine:
             if await self._accept(message, key):
                 # Not shielded: the answer runs in the scheduler's task either
                 # way, and `close` sets only a waiter that is still pending.
+                await done
+        finally:
+            self._given.pop(key, None)
+            self._finished.pop(key, None)
+
+    async def handle_all(
+        self, messages: Sequence[IncomingMessage], outbox: Outbox, *, going: Callable[[], bool]
+    ) -> None:
+        """`handle` each of `messages` in turn, the next once the one before
+        is done, as if typed one after another, but with all of them written
+        to the inbox first in one store write (`inbox_add_many`): a console's
+        piped lines of one read cost one write, not one each. Each is stored
+        before it is answered; killed before its turn, it is answered after
+        the restart (`resume`), as any stored message is.
+
+        `going()` is asked before each: once False (the console's reader
+        left) the rest, stored but not started, are closed unanswered
+        (CANCELLED). A message is scheduled as `handle` does when its turn
+        comes, with that moment as its `received_at` (so `redeliver_within`
+        counts from it, as it does for `handle`); the stored time is the
+        read's. In cancel mode, and with a scheduler that reads the shared
+        inbox (which would see them all pending at once), each is handled
+        on its own instead.
+        """
+        if len(messages) == 1 or self.settings.cancel_on_new_message or self.scheduler.reads_inbox:
+            for message in messages:
+                if not going():
+                    return
+                await self.handle(message, outbox)
+            return
+        if self._draining:
+            raise NotAccepting("shutting down")
+        entries = [self._entry(self._inbox_key(m), m) for m in messages]
+        added = await self.store.inbox_add_many(entries)
+        for entry, new in zip(entries, added, strict=True):
+            if not new:
+                self._redelivered(entry.message)
+            elif self._draining:  # the rest stay in the inbox for the restart
+                raise NotAccepting("shutting down")
+            elif not going():
+                await self.close(entry, Outcome.CANCELLED)
+            else:
+                turn = InboxEntry(entry.key, entry.message, self._received_at(entry.message))
+                await self._answer_given(turn, outbox)
+
+    async def _answer_given(self, entry: InboxEntry, outbox: Outbox) -> None:
+        """Schedule `entry`, stored already, into `outbox`; returns once it is done."""
+        key = entry.key
+        done = asyncio.get_running_loop().create_future()
+        self._given[key], self._finished[key] = outbox, done
+        try:
+            if await self.scheduler.submit(entry):
                 await done
         finally:
             self._given.pop(key, None)

@@ -69,6 +69,7 @@ __all__ = [
     "images_in",
     "pool_of",
     "prompt_tokens_bound",
+    "utf8_bytes",
 ]
 
 POOL_PREFIX = "scope:"
@@ -99,14 +100,32 @@ def pool_of(place: PlaceSettings) -> Account | None:
 
 def prompt_tokens_bound(prompt: Prompt) -> int:
     """An upper bound on the prompt's tokens (see the module docstring)."""
-    # Asked for every limited message over every turn of the session: one
-    # join in C, whose ASCII test and length then cost nothing.
     messages = prompt.messages
-    text = "".join(map(_CONTENT, messages)) + prompt.system
-    size = 8 * len(messages) + 16
-    if text.isascii():  # the common case: a byte per character
-        return size + len(text)
-    return size + len(text.encode("utf-8", "surrogatepass"))
+    size = 8 * len(messages) + 16 + utf8_bytes(prompt.system)
+    return size + sum(map(utf8_bytes, map(_CONTENT, messages)))
+
+
+_UTF8_BYTES: dict[str, int] = {}  # a non-ASCII text -> its UTF-8 length
+_UTF8_BYTES_KEPT = 128
+
+
+def utf8_bytes(text: str) -> int:
+    """`text`'s length in UTF-8 (a lone surrogate as 3 bytes).
+
+    Asked for every limited message over every turn of the session: an
+    ASCII text (a flag Python keeps) is a byte per character, and another
+    is encoded once and looked up after that. The store keeps a live
+    session's turns, so the next messages ask again for the same strings,
+    whose hash Python keeps too: only the newest turns are encoded."""
+    if text.isascii():
+        return len(text)
+    size = _UTF8_BYTES.get(text)
+    if size is None:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if len(_UTF8_BYTES) >= _UTF8_BYTES_KEPT:
+            del _UTF8_BYTES[next(iter(_UTF8_BYTES))]  # the oldest
+        _UTF8_BYTES[text] = size
+    return size
 
 
 def images_in(prompt: Prompt) -> int:

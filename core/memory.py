@@ -165,12 +165,26 @@ def neutralise(text: str) -> str:
     """
     done = _NEUTRALISED.get(text)
     if done is None:
-        done = _inert_lines(*_inert_tags(_LINE_BREAK.sub("\n", text)))
+        done = text
+        if not _plain_line(text):  # most of a user's messages are
+            done = _inert_lines(*_inert_tags(_LINE_BREAK.sub("\n", text)))
         if len(_NEUTRALISED) >= _NEUTRALISED_KEPT:
             del _NEUTRALISED[next(iter(_NEUTRALISED))]  # the oldest
         _NEUTRALISED[text] = done
         _NEUTRALISED[done] = done
     return done
+
+
+_OPENER_START = re.compile(r"[<&%\\]")  # the first character of every opener rule 1 knows
+
+
+def _plain_line(text: str) -> bool:
+    """True for text that `neutralise` returns as it is, known without
+    folding it: one line of printable ASCII without a character that can
+    start an opener. No line break, so rule 2 has no line to look at; its
+    skeleton is its lower case, so rule 1 would need one of `<&%\\` in it
+    (a user's message is often such a line)."""
+    return text.isascii() and text.isprintable() and _OPENER_START.search(text) is None
 
 
 def _inert_tags(text: str) -> tuple[str, str]:

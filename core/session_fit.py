@@ -106,11 +106,11 @@ def choose_entries(
     if not older:
         return newest
     # The message's words none of the newest entries has: the few of them
-    # are looked up in each entry's words (no union of all those words).
-    asked = _words_of(message)
+    # are taken out of a copy by each entry's words (no union of all those).
+    asked = set(_words_of(message))
     for e in newest:
-        said, answered = _words_of(e.user_message), _words_of(e.assistant_summary)
-        asked = frozenset(w for w in asked if w not in said and w not in answered)
+        asked.difference_update(_words_of(e.user_message))
+        asked.difference_update(_words_of(e.assistant_summary))
         if not asked:
             return newest
     for entry in reversed(older):
@@ -120,23 +120,26 @@ def choose_entries(
     return newest
 
 
-@dataclass(frozen=True, slots=True)
 class _Ring:
     """The visible ring, split by how many of the session's newest exchanges are kept."""
 
-    entries: Sequence[MemoryEntry]  # visible to this conversation, oldest first
-    key: str
-    started_at: float
+    __slots__ = ("_entries", "_own")
+
+    def __init__(self, entries: Sequence[MemoryEntry], key: str, started_at: float) -> None:
+        """`entries` are visible to this conversation, oldest first; the
+        session's own (`key`, since `started_at`) are found once, not per count."""
+        self._entries = entries
+        self._own = [e for e in entries if e.session_name == key and e.timestamp >= started_at]
 
     def dropped(self, kept: int) -> tuple[list[MemoryEntry], float | None]:
         """Entries the newest `kept` exchanges do not cover, and the time of
         the oldest kept exchange (its ring entry's)."""
-        own = [e for e in self.entries if e.session_name == self.key]
-        own = [e for e in own if e.timestamp >= self.started_at]
-        covered = own[-kept:] if kept else []
+        covered = self._own[-kept:] if kept else []
+        if not covered:
+            return list(self._entries), None
         ids = {id(e) for e in covered}
-        rest = [e for e in self.entries if id(e) not in ids]
-        return rest, (covered[0].timestamp if covered else None)
+        rest = [e for e in self._entries if id(e) not in ids]
+        return rest, covered[0].timestamp
 
 
 def fits(
@@ -166,10 +169,10 @@ def fit_session(
     `ring` is the ring visible to this conversation, oldest first. The system
     prompt and the message always stay, even alone over the budget.
     """
-    if fits(turns, message, system=system, max_tokens=max_tokens, max_turns=max_turns):
+    over = estimate_tokens(system, *(turn.content for turn in turns), message) > max_tokens
+    if len(turns) <= max_turns and not over:  # `fits`, with its sum kept for below
         return Fitted(list(turns), message, False)
     by_count = min(len(turns) // 2, max_turns // 2)
-    over = estimate_tokens(system, *(turn.content for turn in turns), message) > max_tokens
     target = int(max_tokens * LOW_WATER) if over else max_tokens
     visible = _Ring(ring, key, started_at)
 
@@ -218,7 +221,8 @@ def _newest_within(
         if estimate_chars(floor + after_head[head + 1]) > limit:
             continue
         fitted = keep(kept)
-        if estimate_tokens(system, *_texts(fitted)) <= limit:
+        # Its size: what the floor counted, and the head as `keep` made it.
+        if estimate_chars(floor + len(fitted.turns[0].content) + after_head[head + 1]) <= limit:
             return fitted
     return None
 
@@ -260,7 +264,3 @@ def _suffix_chars(turns: Sequence[Turn]) -> list[int]:
     for index in range(len(turns) - 1, -1, -1):
         sums[index] = sums[index + 1] + len(turns[index].content)
     return sums
-
-
-def _texts(fitted: Fitted) -> list[str]:
-    return [*(turn.content for turn in fitted.turns), fitted.content]

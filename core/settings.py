@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
@@ -41,4 +42,11 @@ class EngineSettings:
 
     def today(self, now: float) -> str:
         """YYYY-MM-DD in the bot's timezone, for usage accounting."""
-        return datetime.fromtimestamp(now, self.timezone).date().isoformat()
+        return _day_of(int(now // 1), self.timezone)
+
+
+@functools.lru_cache(maxsize=16)
+def _day_of(second: int, tz: tzinfo | None) -> str:
+    """`today` of a whole second (a day starts at one; UTC offsets are whole
+    seconds): every message of one second asks it once."""
+    return datetime.fromtimestamp(second, tz).date().isoformat()

@@ -85,14 +85,20 @@ class ConsolePlatform:
         engine.attach("console", lambda message: self._outbox)
         await engine.resume(only=lambda m: m.conversation == self._conversation)
         batches = self._read_lines_in_background()
+        conversation, outbox = self._conversation, self._outbox
         while not self.reader_gone and (batch := await batches.get()) is not None:
-            for line in batch:
-                if self.reader_gone:
-                    break
-                text = line.strip()
-                if text:
-                    message = IncomingMessage(conversation=self._conversation, text=text)
-                    await self._engine.handle(message, self._outbox)
+            messages = [
+                IncomingMessage(conversation=conversation, text=text)
+                for line in batch
+                if (text := line.strip())
+            ]
+            if messages:
+                # The lines of one read go to the inbox in one write, each
+                # answered in turn; once the reader left, the rest are dropped.
+                await self._engine.handle_all(messages, outbox, going=self._reader_here)
+
+    def _reader_here(self) -> bool:
+        return not self._outbox.reader_gone
 
     def _read_lines_in_background(self) -> asyncio.Queue[list[str] | None]:
         """stdin lines, in batches of those that arrived together, then None at EOF.

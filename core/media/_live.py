@@ -50,6 +50,8 @@ class LiveMedia:
         Parts of older turns, of turns no longer in the session and of any
         other session of the conversation (after `/new`, `/forget`, a TTL
         gap) are dropped: a new session never sees an earlier one's images."""
+        if not self._parts:  # nothing kept (no media in any live session): as they are
+            return tuple(turns)
         user_turns = [i for i, t in enumerate(turns) if t.role == "user"]
         recent = set(user_turns[-self._keep :]) if self._keep > 0 else set()
         out = list(turns)

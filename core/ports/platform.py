@@ -92,6 +92,13 @@ class DirectHandler(MessageHandler, Protocol):
         """Accept `message` and answer it into `outbox`; returns once that is done."""
         ...
 
+    async def handle_all(
+        self, messages: Sequence[IncomingMessage], outbox: Outbox, *, going: Callable[[], bool]
+    ) -> None:
+        """`handle` each in turn, all stored first in one write; once `going()`
+        is False the rest are closed unanswered."""
+        ...
+
 
 class Platform(Protocol):
     """A running adapter.

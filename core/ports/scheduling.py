@@ -58,6 +58,11 @@ class ConversationWork(Protocol):
 class ConversationScheduler(Protocol):
     """Decides when each accepted inbox entry is answered (see the module docstring)."""
 
+    reads_inbox: bool
+    """True when it picks what to answer from the store's pending entries
+    (replicas), so an entry is answered once stored, submitted or not; False
+    when it answers the entries submitted to it, in that order (one process)."""
+
     def bind(self, work: ConversationWork) -> None:
         """The engine's side; called once, before anything is submitted."""
         ...

@@ -7,7 +7,7 @@ the slice it uses (`Inbox`, `Ledger`, `Links`, `ChannelCursors`, ...):
     Store        open / aclose (also `async with`), replication
     ├── Sessions         load_session, save_session
     ├── Memory           commit_exchange, ring, forget, usage
-    ├── Inbox            inbox_add, _progress, _done, _is_pending
+    ├── Inbox            inbox_add, _add_many, _progress, _done, _is_pending
     │   └── PendingByConversation  inbox_pending, _pending_of (what a scheduler reads)
     ├── ChannelCursors   cursor_advance, cursors
     ├── Ledger           ledger_reserve, _settle, _snapshots, _rows
@@ -27,7 +27,7 @@ Error tree::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,6 +294,14 @@ class Inbox(PendingByConversation, Protocol):
     async def inbox_add(self, entry: InboxEntry) -> bool:
         """Store `entry` at once and durably; False (and nothing written) when
         its key is already pending or was done within `DEDUPE_WINDOW`."""
+        ...
+
+    async def inbox_add_many(self, entries: Sequence[InboxEntry]) -> list[bool]:
+        """`inbox_add` of each of `entries` in order, in one write where the
+        backend has one (SQLite: one transaction; JSON: one state-file write),
+        so a console's piped lines of one read cost one write; what each add
+        returned. If the write fails none is stored, except on Redis, which
+        runs one atomic add per entry and keeps those before the failing one."""
         ...
 
     async def inbox_progress(

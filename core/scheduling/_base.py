@@ -29,6 +29,8 @@ left behind, so shutdown goes on: a drain takes at most about
 class SchedulerBase:
     """Tasks, replies in flight and draining; subclasses decide whose turn it is."""
 
+    reads_inbox = False
+
     def __init__(self) -> None:
         self._work: ConversationWork | None = None
         self._tasks: set[asyncio.Task[None]] = set()

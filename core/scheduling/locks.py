@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 
 from chatbridge.core.ports.store import Lease
 
@@ -20,20 +20,8 @@ class KeyedLocks:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[Lease]:
-        entry = self._locks.get(key)
-        lock, users = entry if entry is not None else (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield Lease(key)
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+    def hold(self, key: str) -> AbstractAsyncContextManager[Lease]:
+        return _Hold(self._locks, key)
 
     async def is_held(self, key: str) -> bool:
         entry = self._locks.get(key)
@@ -45,3 +33,44 @@ class KeyedLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+class _Hold(AbstractAsyncContextManager[Lease]):
+    """`async with locks.hold(key)`: counted as a user of the key's lock from
+    the start of the wait to the release (a cancelled wait included). A
+    class, not a generator: every answer takes its conversation's turn."""
+
+    __slots__ = ("_key", "_lock", "_locks")
+
+    def __init__(self, locks: dict[str, tuple[asyncio.Lock, int]], key: str) -> None:
+        self._locks, self._key = locks, key
+
+    async def __aenter__(self) -> Lease:
+        entry = self._locks.get(self._key)
+        lock, users = entry if entry is not None else (asyncio.Lock(), 0)
+        self._locks[self._key] = (lock, users + 1)
+        self._lock = lock
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+        return Lease(self._key)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        err: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self._lock.release()
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        lock, users = self._locks[self._key]
+        if users == 1:
+            del self._locks[self._key]
+        else:
+            self._locks[self._key] = (lock, users - 1)

@@ -53,6 +53,8 @@ MAX_SWEEP_EVERY = 5.0  # s; the sweep runs every ttl/3, at least this often
 class SharedInboxScheduler(SchedulerBase):
     """See the module docstring. `lease_ttl` must be the leases' own ttl."""
 
+    reads_inbox = True
+
     def __init__(
         self,
         inbox: PendingByConversation,

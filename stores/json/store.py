@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -248,6 +249,21 @@ class JsonStore(StoreBase):
         self._write_state(undo)
         return True
 
+    async def inbox_add_many(self, entries: Sequence[InboxEntry]) -> list[bool]:
+        """One state-file write for all of them; if it fails, none is added."""
+        state, undos, added = self._live(), [], []
+        try:
+            for entry in entries:
+                undo = _inbox.add(state, entry)
+                added.append(undo is not None)
+                if undo is not None:
+                    undos.append(undo)
+        except BaseException:  # a malformed entry: the ones before it go too
+            _undo_all(undos)
+            raise
+        self._write_state(functools.partial(_undo_all, undos) if undos else None)
+        return added
+
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:
@@ -355,3 +371,9 @@ class JsonStore(StoreBase):
         except BaseException:
             undo()
             raise
+
+
+def _undo_all(undos: list[_inbox.Undo]) -> None:
+    """Undo inbox changes, newest first."""
+    for undo in reversed(undos):
+        undo()

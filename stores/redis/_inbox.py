@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 from redis.asyncio.client import Pipeline
 
@@ -133,6 +134,10 @@ class RedisInbox:
             conversation,
         ]
         return bool(await self._db.script(_ADD, keys, args) == 1)
+
+    async def inbox_add_many(self, entries: Sequence[InboxEntry]) -> list[bool]:
+        """One atomic script per entry, in order: a failure keeps those before it."""
+        return [await self.inbox_add(entry) for entry in entries]
 
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None

@@ -414,6 +414,9 @@ class RedisStore(StoreBase):
     async def inbox_add(self, entry: InboxEntry) -> bool:
         return await self._inbox.inbox_add(entry)
 
+    async def inbox_add_many(self, entries: Sequence[InboxEntry]) -> list[bool]:
+        return await self._inbox.inbox_add_many(entries)
+
     async def inbox_progress(
         self, key: str, *, sent: tuple[str, ...], answer: str | None = None
     ) -> None:

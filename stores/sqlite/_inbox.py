@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from chatbridge.core.models import InboxEntry
@@ -99,6 +100,12 @@ def add(db: sqlite3.Connection, entry: InboxEntry, *, prune: bool) -> bool:
     if prune:
         db.execute(_PRUNE, (cutoff,))
     return db.execute(_ADD, row).rowcount == 1
+
+
+def add_many(db: sqlite3.Connection, entries: Sequence[InboxEntry], *, prune: bool) -> list[bool]:
+    """`add` of each of `entries` in order, in the caller's one transaction
+    (a console's piped lines of one read); `prune` before the first."""
+    return [add(db, entry, prune=prune and n == 0) for n, entry in enumerate(entries)]
 
 
 def progress(db: sqlite3.Connection, key: str, sent: tuple[str, ...], answer: str | None) -> None:

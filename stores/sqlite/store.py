@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -336,6 +336,16 @@ class SqliteStore(StoreBase):
         with self._autocommit() as db:
             added = _inbox.add(db, entry, prune=prune)
         self._inbox_adds += 1
+        return added
+
+    async def inbox_add_many(self, entries: Sequence[InboxEntry]) -> list[bool]:
+        """One transaction; it prunes when one of its adds is a `PRUNE_EVERY`-th."""
+        if not entries:
+            return []
+        prune = -self._inbox_adds % _inbox.PRUNE_EVERY < len(entries)
+        with self._txn() as db:
+            added = _inbox.add_many(db, entries, prune=prune)
+        self._inbox_adds += len(entries)
         return added
 
     async def inbox_progress(

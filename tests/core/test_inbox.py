@@ -396,3 +396,65 @@ async def test_a_platform_without_a_typing_indicator_is_never_asked_for_one(
         assert without.texts == ["Das Paket."]
     finally:
         await store.aclose()
+
+
+def _console_lines(*texts: str) -> list[IncomingMessage]:
+    """Lines as the console hands them over: no event ID, one conversation."""
+    conversation = Conversation(platform="telegram", chat=ALICE, user=ALICE)
+    return [IncomingMessage(conversation=conversation, text=text) for text in texts]
+
+
+async def test_handle_all_stores_the_lines_in_one_write_then_answers_each_in_turn(
+    tmp_path: Path, closing: Closing
+) -> None:
+    store = closing(await _open(tmp_path / "bot.db"))
+    provider = _echo()
+    engine = _engine(store, provider, ManualClock())
+    await engine.handle(_message("warm-up", "0"), RecordingOutbox())  # its add prunes
+    counts = _count_writes(store)
+    outbox = RecordingOutbox(edits_after_restart=False)
+    lines = _console_lines("eins", "zwei", "drei")
+
+    await engine.handle_all(lines, outbox, going=lambda: True)
+
+    # One transaction adds the three rows (three statements inside it, so the
+    # tally sees one BEGIN); then per line the recorded answer and its commit.
+    assert counts == _writes(inbox_progress=3, commit=1 + 3)
+    assert outbox.texts == ["zu eins", "zu zwei", "zu drei"]
+    # Each was asked after the one before was remembered: the session grows.
+    assert [len(p.messages) for p in provider.prompts[1:]] == [3, 5, 7]
+    assert await store.inbox_pending() == []
+
+
+async def test_handle_all_times_each_line_from_its_turn_not_from_the_read(
+    tmp_path: Path, closing: Closing
+) -> None:
+    """As with `handle`, `redeliver_within` counts from when a line's turn
+    comes: a long answer before it does not make it too old to answer."""
+    clock = ManualClock()
+    settings = EngineSettings(language="de", redeliver_within=15 * 60)
+    store = closing(await _open(tmp_path / "bot.db"))
+
+    def slow_echo(prompt: Prompt) -> list[str]:
+        clock.advance(10 * 60)  # each answer takes ten minutes
+        return [f"zu {prompt.messages[-1].content}"]
+
+    engine = _engine(store, ScriptedProvider(slow_echo), clock, settings)
+    outbox = RecordingOutbox()
+    await engine.handle_all(_console_lines("eins", "zwei", "drei"), outbox, going=lambda: True)
+    assert outbox.texts == ["zu eins", "zu zwei", "zu drei"]
+
+
+async def test_handle_all_closes_the_lines_left_once_the_reader_is_gone(
+    tmp_path: Path, closing: Closing
+) -> None:
+    store = closing(await _open(tmp_path / "bot.db"))
+    provider = _echo()
+    engine = _engine(store, provider, ManualClock())
+    outbox = RecordingOutbox()
+    await engine.handle_all(
+        _console_lines("eins", "zwei", "drei"), outbox, going=lambda: not outbox.texts
+    )
+    assert outbox.texts == ["zu eins"]
+    assert len(provider.prompts) == 1
+    assert await store.inbox_pending() == [], "nothing is left for a later start to answer"

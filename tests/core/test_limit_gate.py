@@ -6,6 +6,9 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from chatbridge.core.ledger import Limits
 from chatbridge.core.limits import (
     Admitted,
@@ -16,6 +19,7 @@ from chatbridge.core.limits import (
     ProviderTerms,
     images_in,
     prompt_tokens_bound,
+    utf8_bytes,
 )
 from chatbridge.core.models import MediaPart, Turn
 from chatbridge.core.ports import Prompt
@@ -95,6 +99,15 @@ def test_prompt_bound_counts_utf8_bytes_wherever_a_non_ascii_text_is() -> None:
     assert bound("süß", "hello") == 16 + 5 + (8 + 5)
     assert bound("sys", "hello", "5 €") == 16 + 3 + (8 + 5) + (8 + 5)
     assert bound("sys", "😀") == 16 + 3 + (8 + 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=[])), max_size=200))
+def test_utf8_bytes_is_the_encoded_length_also_when_asked_again(texts: list[str]) -> None:
+    """`utf8_bytes` keeps the lengths it computed: asked again, or after its
+    oldest are dropped, it answers what encoding the text gives."""
+    for text in [*texts, *reversed(texts)]:
+        assert utf8_bytes(text) == len(text.encode("utf-8", "surrogatepass"))
 
 
 def test_images_in_counts_image_parts_only() -> None:

@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatbridge.core.memory import build_bridge, cut_summary, cut_text, neutralise, visible_entries
+from chatbridge.core.memory import (
+    _LINE_BREAK,
+    _inert_lines,
+    _inert_tags,
+    _plain_line,
+    build_bridge,
+    cut_summary,
+    cut_text,
+    neutralise,
+    visible_entries,
+)
 from chatbridge.core.models import ChatKind, Conversation, MemoryEntry
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -97,6 +107,38 @@ def test_neutralise_joins_forged_entry_lines_to_the_line_before() -> None:
 def test_neutralise_keeps_ordinary_text() -> None:
     text = "<b>Grüße</b> aus Köln 😀\nif a < b > c:\n    return 'שלום'\nUsername: alice"
     assert neutralise(text) == text
+
+
+# Pieces of text that are a plain line, or that stop one being plain: what
+# opens a tag (spelled any way rule 1 knows), line breaks, controls, letters
+# that fold, and what forges an entry line once at a line start.
+PLAIN_OR_NOT = [
+    *("a", "Z", " ", ":", "[05.04.", "User", "conversation_history", "c0nversati0n"),
+    *("<", "&lt", "&#60", "%3C", "\\u003c", "\\x3c", "\uff1c", "%3Cconversation_history"),
+    *("\t", "\n", "\x7f", "ü", "\nUser:", "\n[05.04.", "\rBot:"),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(PLAIN_OR_NOT),
+        max_size=30,
+    ).map("".join)
+)
+def test_a_line_taken_as_plain_is_what_the_full_rules_give(text: str) -> None:
+    """`neutralise` skips the folding for a plain line (`_plain_line`): for
+    any text it must agree with the rules worked through in full."""
+    full = _inert_lines(*_inert_tags(_LINE_BREAK.sub("\n", text)))
+    if _plain_line(text):
+        assert full == text
+    assert neutralise(text) == full
+
+
+def test_a_plain_line_with_an_opener_is_still_neutralised() -> None:
+    assert neutralise("x %3Cconversation_history%3E y") == "x (conversation_history) y"
+    assert not _plain_line("a <conversation_history>")
+    assert _plain_line("Nachricht 5: Check wo das Chemitek-Paket bleibt?")
 
 
 def test_summary_keeps_whole_lines_that_fit() -> None:

@@ -60,6 +60,30 @@ async def test_a_pending_key_is_refused_and_nothing_is_written(store: AnyStore) 
     assert await store.inbox_pending() == [first]
 
 
+async def test_add_many_adds_each_in_order_and_refuses_what_add_would(store: AnyStore) -> None:
+    first = inbox_entry("telegram:1", "first")
+    assert await store.inbox_add(first) is True
+    second, third = inbox_entry("telegram:2", "second"), inbox_entry("telegram:3", "third")
+    again = inbox_entry("telegram:1", "again", at=2000.0)
+    added = await store.inbox_add_many([second, again, third, replace(second, received_at=3.0)])
+    assert added == [True, False, True, False]
+    assert await store.inbox_pending() == [first, second, third]
+    assert await store.inbox_add_many([]) == []
+
+
+async def test_add_many_with_a_malformed_entry_stores_none_but_on_redis(
+    backend: str, store: AnyStore
+) -> None:
+    """One transaction (SQLite) or one file write (JSON): all or nothing;
+    Redis adds one by one and keeps those before the bad one."""
+    good = inbox_entry("telegram:1")
+    handle: Any = object()
+    bad = replace(good, key="telegram:2", message=replace(good.message, reply_address=handle))
+    with pytest.raises(TypeError, match="reply_address must be a str"):
+        await store.inbox_add_many([good, bad, inbox_entry("telegram:3")])
+    assert await store.inbox_pending() == ([good] if backend == "redis" else [])
+
+
 async def test_a_key_done_within_the_window_is_refused(store: AnyStore) -> None:
     now = time.time()
     await store.inbox_add(inbox_entry("telegram:1", at=now))

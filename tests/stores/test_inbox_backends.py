@@ -197,6 +197,8 @@ async def test_json_failed_write_is_undone_in_memory(tmp_path: Path, stores: Sto
             await store.inbox_progress("telegram:1", sent=("m1",), answer="a")
         with pytest.raises(StoreError):
             await store.inbox_done("telegram:1")
+        with pytest.raises(StoreError):
+            await store.inbox_add_many([inbox_entry("telegram:2"), inbox_entry("telegram:3")])
     assert await store.inbox_pending() == [inbox_entry("telegram:1")]
 
 
