@@ -54,14 +54,16 @@ ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.start
     last_active = excluded.last_active"""
 # Turns are rows, appended per exchange: rewriting a 40-turn session as one
 # blob cost more than the rest of the commit together.
-_INSERT_TURN = "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)"
+_INSERT_TURN = """
+INSERT INTO turns(key, id, role, content)
+VALUES (?1, (SELECT coalesce(max(id), 0) + 1 FROM turns WHERE key = ?1), ?2, ?3)"""
 # Keep the session's newest ?2 turns; older ones (or an expired session's) go.
 _TRIM_TURNS = """
 DELETE FROM turns WHERE key = ?1 AND id <= (
     SELECT id FROM turns WHERE key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
 _INSERT_ENTRY = """
-INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name, workdir, scope)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO ring(user, id, timestamp, user_message, assistant_summary, session_name, workdir, scope)
+VALUES (?1, (SELECT coalesce(max(id), 0) + 1 FROM ring WHERE user = ?1), ?2, ?3, ?4, ?5, ?6, ?7)"""
 _ADD_USAGE = """
 INSERT INTO usage(user, day, input_tokens, output_tokens) VALUES (?, ?, ?, ?)
 ON CONFLICT(user, day) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
