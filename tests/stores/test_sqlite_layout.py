@@ -109,3 +109,18 @@ async def test_a_file_of_a_later_schema_is_refused_in_one_sentence(
     with pytest.raises(StoreCorrupt, match=r"schema version 4, this build reads 1 to 3") as err:
         await stores("sqlite", path)
     assert "\n" not in str(err.value)
+
+
+async def test_the_file_keeps_a_users_newest_entries_and_no_more(
+    tmp_path: Path, stores: Stores
+) -> None:
+    """The ring's trim runs before its insert (`_TRIM` keeps max_entries - 1):
+    what reads cannot show, the rows on disk, is exactly the newest five."""
+    path = tmp_path / "chatbridge.db"
+    store = await stores("sqlite", path, max_entries=5)
+    await store.commit_exchange(exchange("von Bob", user=BOB, ts=999.0))
+    for n in range(8):
+        await store.commit_exchange(exchange(f"Frage {n}", user=ALICE, ts=1000.0 + n))
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT user, user_message FROM ring ORDER BY user, id").fetchall()
+    assert rows == [(ALICE, f"Frage {n}") for n in range(3, 8)] + [(BOB, "von Bob")]
