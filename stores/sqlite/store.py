@@ -88,7 +88,15 @@ _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
 # usage has no rowid (WITHOUT ROWID); a damaged row is named by its day.
 _USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
 # A forget at or after the session's start: the exchange must not be written.
-_FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
+# The commit's session upsert, unless ?5 (the ring owner's hash) has a tombstone
+# at or after ?3 (the session's start): one statement for the check and the
+# write, whose `rowcount` (0: forgotten) says which happened. (`WHERE` also
+# keeps SQLite from parsing `ON CONFLICT` as a join constraint.)
+_UPSERT_SESSION_UNFORGOTTEN = """
+INSERT INTO sessions(key, user, started_at, last_active) SELECT ?1, ?2, ?3, ?4
+WHERE NOT EXISTS (SELECT 1 FROM forgotten WHERE user_hash = ?5 AND at >= ?3)
+ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.started_at,
+    last_active = excluded.last_active"""
 # Read paths decode row by row (`_rows`): a damaged row is skipped, not raised.
 _RING_COLS = "id timestamp user_message assistant_summary session_name workdir user scope"
 _SESSION_COLS = "rowid user started_at last_active"
@@ -239,9 +247,9 @@ class SqliteStore(StoreBase):
             if exchange.inbox_key:
                 _inbox.done(db, exchange.inbox_key, time.time())
             # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
-            if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+            row = (key, session.user, session.started_at, session.last_active, user_hash(user))
+            if db.execute(_UPSERT_SESSION_UNFORGOTTEN, row).rowcount:
                 written = True
-                db.execute(_UPSERT_SESSION, _session_row(session, key))
                 if short and not self._unchanged():
                     # Another writer committed: `_version` moved past it, so
                     # nothing kept from before may be put back after this commit.
