@@ -41,11 +41,13 @@ from chatbridge.core.ports.store import StoreCorrupt, StoreError
 from chatbridge.stores._codec import corrupt, unreadable
 from chatbridge.stores.sqlite._wal import stale_problem
 
-SCHEMA_VERSION = 2  # bump with a migration in _file; older builds then refuse the file
-# Versions this build opens: 1 (before the usage row carried the limit
-# counters) is migrated to 2 at connect; an older build refuses a 2, since
-# it would not see the counters there and let a budget be overshot.
-READABLE_VERSIONS = frozenset({"1", str(SCHEMA_VERSION)})
+SCHEMA_VERSION = 3  # bump with a migration in _file; older builds then refuse the file
+# Versions this build opens, each migrated at connect: 1 (before the usage
+# row carried the limit counters) to 2, 2 (ring and turns as rowid tables
+# with an index, `_layout`) to 3. An older build refuses a 2, since it would
+# not see the counters there and let a budget be overshot, and a 3, whose
+# ring rows it could not insert.
+READABLE_VERSIONS = frozenset({"1", "2", str(SCHEMA_VERSION)})
 _MAGIC = b"SQLite format 3\x00"
 _TABLES = {"meta", "ring", "sessions", "usage"}
 _WAL_MAGIC = {0x377F0682: "<", 0x377F0683: ">"}  # checksum words little/big-endian

@@ -16,6 +16,8 @@ from chatbridge.stores.sqlite._inbox import (
     INBOX_MARKER,
     INBOX_TABLE,
 )
+from chatbridge.stores.sqlite._layout import RING_TABLE, TURNS_TABLE
+from chatbridge.stores.sqlite._layout import migrate as migrate_layout
 from chatbridge.stores.sqlite._ledger import LEDGER_MARKER, LEDGER_TABLES
 from chatbridge.stores.sqlite._ledger import migrate as migrate_usage
 from chatbridge.stores.sqlite._links import LINKS_MARKER, LINKS_TABLES
@@ -30,18 +32,10 @@ CREATE TABLE IF NOT EXISTS forgotten(user_hash TEXT PRIMARY KEY, at REAL NOT NUL
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
-CREATE TABLE ring(
-    id INTEGER PRIMARY KEY, user TEXT NOT NULL, timestamp REAL NOT NULL,
-    user_message TEXT NOT NULL, assistant_summary TEXT NOT NULL,
-    session_name TEXT NOT NULL, workdir TEXT NOT NULL, scope TEXT NOT NULL);
-CREATE INDEX ring_user_id ON ring(user, id);
-CREATE TABLE sessions(
+{RING_TABLE}CREATE TABLE sessions(
     key TEXT PRIMARY KEY, user TEXT NOT NULL, started_at REAL NOT NULL,
     last_active REAL NOT NULL);
-CREATE TABLE turns(
-    id INTEGER PRIMARY KEY, key TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL);
-CREATE INDEX turns_key_id ON turns(key, id);
-CREATE TABLE usage(
+{TURNS_TABLE}CREATE TABLE usage(
     user TEXT NOT NULL, day TEXT NOT NULL, input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL, ledger_tokens_in INTEGER NOT NULL DEFAULT 0,
     ledger_tokens_out INTEGER NOT NULL DEFAULT 0, ledger_requests INTEGER NOT NULL DEFAULT 0,
@@ -125,6 +119,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool, WalMarker]:
         ).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {LEDGER_TABLES} COMMIT;")  # before limits
         migrate_usage(db)  # before the usage row carried the ledger's counters
+        migrate_layout(db)  # before ring and turns were clustered by owner
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LINKS_MARKER,)).fetchone():
             db.executescript(f"BEGIN IMMEDIATE; {LINKS_TABLES} COMMIT;")  # before linking
         marker = WalMarker(path)

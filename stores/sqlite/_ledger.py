@@ -123,7 +123,8 @@ def migrate(db: sqlite3.Connection) -> None:
         if not _has_usage_columns(db):
             for column in _USAGE_COLUMNS:
                 db.execute(f"ALTER TABLE usage ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        # A later version (`_layout`) already has the columns: it stays as it is.
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1'")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -132,7 +133,7 @@ def migrate(db: sqlite3.Connection) -> None:
 
 def _migrated(db: sqlite3.Connection) -> bool:
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return version == ("2",) and _has_usage_columns(db)
+    return version is not None and version != ("1",) and _has_usage_columns(db)
 
 
 def _has_usage_columns(db: sqlite3.Connection) -> bool:

@@ -54,23 +54,27 @@ ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.start
     last_active = excluded.last_active"""
 # Turns are rows, appended per exchange: rewriting a 40-turn session as one
 # blob cost more than the rest of the commit together.
-_INSERT_TURN = "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)"
-# Keep the session's newest ?2 turns; older ones (or an expired session's) go.
+_INSERT_TURN = """
+INSERT INTO turns(key, id, role, content)
+VALUES (?1, (SELECT coalesce(max(id), 0) + 1 FROM turns WHERE key = ?1), ?2, ?3)"""
+# Keep the session's newest ?2 turns (then its new ones are added); older
+# ones (or an expired session's) go.
 _TRIM_TURNS = """
 DELETE FROM turns WHERE key = ?1 AND id <= (
     SELECT id FROM turns WHERE key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
 _INSERT_ENTRY = """
-INSERT INTO ring(user, timestamp, user_message, assistant_summary, session_name, workdir, scope)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO ring(user, id, timestamp, user_message, assistant_summary, session_name, workdir, scope)
+VALUES (?1, (SELECT coalesce(max(id), 0) + 1 FROM ring WHERE user = ?1), ?2, ?3, ?4, ?5, ?6, ?7)"""
 _ADD_USAGE = """
 INSERT INTO usage(user, day, input_tokens, output_tokens) VALUES (?, ?, ?, ?)
 ON CONFLICT(user, day) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
     output_tokens = output_tokens + excluded.output_tokens"""
-# Everything older than the user's newest `max_entries` rows; NULL (no-op) when fewer.
+# Everything older than the user's newest ?2 rows (`max_entries` - 1, run
+# before the new entry's insert); NULL (no-op) when fewer.
 _TRIM = """
 DELETE FROM ring WHERE user = ?1 AND id <= (
     SELECT id FROM ring WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"""
-# Newest first straight off the (user, id) index; reversing in Python beats a sort step.
+# Newest first straight off the (user, id) key; reversing in Python beats a sort step.
 _RING = """
 SELECT id, timestamp, user_message, assistant_summary, session_name, workdir, user, scope
 FROM ring WHERE user = ? AND timestamp > ? ORDER BY id DESC LIMIT ?"""
@@ -84,7 +88,15 @@ _TURNS = "SELECT id, role, content FROM turns WHERE key = ? ORDER BY id"
 # usage has no rowid (WITHOUT ROWID); a damaged row is named by its day.
 _USAGE = "SELECT day, input_tokens, output_tokens FROM usage WHERE user = ? AND day = ?"
 # A forget at or after the session's start: the exchange must not be written.
-_FORGOTTEN = "SELECT 1 FROM forgotten WHERE user_hash = ? AND at >= ?"
+# The commit's session upsert, unless ?5 (the ring owner's hash) has a tombstone
+# at or after ?3 (the session's start): one statement for the check and the
+# write, whose `rowcount` (0: forgotten) says which happened. (`WHERE` also
+# keeps SQLite from parsing `ON CONFLICT` as a join constraint.)
+_UPSERT_SESSION_UNFORGOTTEN = """
+INSERT INTO sessions(key, user, started_at, last_active) SELECT ?1, ?2, ?3, ?4
+WHERE NOT EXISTS (SELECT 1 FROM forgotten WHERE user_hash = ?5 AND at >= ?3)
+ON CONFLICT(key) DO UPDATE SET user = excluded.user, started_at = excluded.started_at,
+    last_active = excluded.last_active"""
 # Read paths decode row by row (`_rows`): a damaged row is skipped, not raised.
 _RING_COLS = "id timestamp user_message assistant_summary session_name workdir user scope"
 _SESSION_COLS = "rowid user started_at last_active"
@@ -202,7 +214,7 @@ class SqliteStore(StoreBase):
 
     async def commit_exchange(self, exchange: Exchange) -> None:
         """One transaction: session, its new turns, ring entry (filed under
-        `ring_user`), usage, then both trims — or nothing if `ring_user` was
+        `ring_user`), usage, each trim before its insert — or nothing if `ring_user` was
         forgotten at or after the session started. The inbox entry
         `exchange.inbox_key` is marked done in the same transaction, either way."""
         user, e, u = exchange.ring_user, exchange.entry, exchange.usage
@@ -235,17 +247,20 @@ class SqliteStore(StoreBase):
             if exchange.inbox_key:
                 _inbox.done(db, exchange.inbox_key, time.time())
             # Nothing more for a reply in flight during forget(); see core.ports.store.Memory.
-            if not db.execute(_FORGOTTEN, (user_hash(user), session.started_at)).fetchone():
+            row = (key, session.user, session.started_at, session.last_active, user_hash(user))
+            if db.execute(_UPSERT_SESSION_UNFORGOTTEN, row).rowcount:
                 written = True
-                db.execute(_UPSERT_SESSION, _session_row(session, key))
-                db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
                 if short and not self._unchanged():
                     # Another writer committed: `_version` moved past it, so
                     # nothing kept from before may be put back after this commit.
                     short = whole = False
                     ring = None
-                if not short:
-                    db.execute(_TRIM_TURNS, (key, len(session.turns)))
+                if not short:  # before the insert, like the ring's trim below
+                    db.execute(_TRIM_TURNS, (key, len(session.turns) - len(added)))
+                db.executemany(_INSERT_TURN, [(key, t.role, t.content) for t in added])
+                # Trims first: the inserts then reuse the pages they freed
+                # (secure_delete zeroes a freed page, a WAL frame of its own).
+                db.execute(_TRIM, (user, self._max - 1))
                 db.execute(_INSERT_ENTRY, entry)
                 if fold and settled is not None:
                     db.execute(
@@ -255,7 +270,6 @@ class SqliteStore(StoreBase):
                     )  # fmt: skip
                 else:
                     db.execute(_ADD_USAGE, (user, exchange.day, u.input_tokens, u.output_tokens))
-                db.execute(_TRIM, (user, self._max))
             if settled is not None:  # counted even for a forgotten user: it was used
                 rest = settled.accounts[1:] if written and fold else settled.accounts
                 if rest:

@@ -114,17 +114,21 @@ def populate_sqlite(path: Path, users: int) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
     db.executemany(
-        "INSERT INTO ring(timestamp, user_message, assistant_summary, session_name,"
-        " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [tuple(e.values()) for e in ring],
+        "INSERT INTO ring(id, timestamp, user_message, assistant_summary, session_name,"
+        " workdir, user, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(n, *e.values()) for n, e in enumerate(ring, start=1)],
     )
     db.executemany(
         "INSERT INTO sessions VALUES (?, ?, ?, ?)",
         [(k, s["user"], s["started_at"], s["last_active"]) for k, s in sessions.items()],
     )
     db.executemany(
-        "INSERT INTO turns(key, role, content) VALUES (?, ?, ?)",
-        [(k, t["role"], t["content"]) for k, s in sessions.items() for t in s["turns"]],
+        "INSERT INTO turns(key, id, role, content) VALUES (?, ?, ?, ?)",
+        [
+            (k, n, t["role"], t["content"])
+            for k, s in sessions.items()
+            for n, t in enumerate(s["turns"], start=1)
+        ],
     )
     db.executemany(
         "INSERT INTO usage(user, day, input_tokens, output_tokens) VALUES (?, ?, 240, 160)",

@@ -210,8 +210,9 @@ async def test_a_sqlite_file_from_before_the_counted_usage_row_opens_and_counts(
     again = await stores("sqlite", path)  # the migrated file passes the open's checks
     (row,) = await again.ledger_rows(since_day=DAY)
     assert row.tally == Tally(80, 50, 2, 1, 14)
-    # Version 2 now, which a build from before the counters refuses.
+    # Version 3 now (2, then the clustered layout), which a build from before
+    # the counters refuses.
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-            "2",
+            "3",
         )

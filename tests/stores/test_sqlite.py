@@ -33,10 +33,12 @@ async def test_new_file_is_private_wal_and_versioned(tmp_path: Path) -> None:
     try:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         assert meta.keys() == {"schema_version", "store_id", "epoch"}
-        assert meta["schema_version"] == "2"
+        assert meta["schema_version"] == "3"
         assert meta["epoch"] == "2"  # bumped at connect and before the closing checkpoint
-        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert "ring_user_id" in indexes
+        # A user's ring and a session's turns are clustered by owner (`_layout`).
+        tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type='table'"))
+        assert "PRIMARY KEY(user, id)) WITHOUT ROWID" in tables["ring"]
+        assert "PRIMARY KEY(key, id)) WITHOUT ROWID" in tables["turns"]
     finally:
         db.close()
 
