@@ -65,7 +65,9 @@ class RowReader:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._reported: set[tuple[str, object]] = set()
+        # (table, owner, id): ring and turn ids count per owner (schema 3), so
+        # two users' damaged row 3 are two reports. The owner is never logged.
+        self._reported: set[tuple[str, object, object]] = set()
         self.skipped = 0  # damaged rows met, reported or not: a read that met none is whole
 
     def read(
@@ -76,12 +78,14 @@ class RowReader:
         *,
         table: str,
         columns: str,
+        owner: object = None,
     ) -> list[tuple[Any, ...]]:
         """The rows of `sql` whose every value decodes and has its column's type.
 
         `columns` names the selected columns in order (space-separated); the
-        first identifies the row (`rowid`, `id`, or the inbox `key`) and is
-        what a report names. Raises `sqlite3.Error` for a failing query.
+        first identifies the row (`rowid`, `id`, or the inbox `key`) within
+        `owner` (whose ring or session the rows are, when ids count per owner)
+        and is what a report names. Raises `sqlite3.Error` for a failing query.
         """
         allowed = _allowed_types(table, columns)
         factory = db.text_factory
@@ -95,7 +99,7 @@ class RowReader:
             if all(type(v) in ok for v, ok in zip(row, allowed, strict=True)):
                 good.append(row)
             else:
-                self.skip(table, row[0])
+                self.skip(table, row[0], owner)
         return good
 
     def parsed(
@@ -110,13 +114,13 @@ class RowReader:
                 self.skip(table, row[0])
         return out
 
-    def skip(self, table: str, ident: object) -> None:
+    def skip(self, table: str, ident: object, owner: object = None) -> None:
         """Report a damaged row once; `ident` is its id (never its content)."""
         self.skipped += 1
         shown = ident if isinstance(ident, int | str) else "?"
-        if (table, shown) in self._reported:
+        if (table, owner, shown) in self._reported:
             return
-        self._reported.add((table, shown))
+        self._reported.add((table, owner, shown))
         log.warning(
             "%s: skipped damaged row %s in table %s (it cannot be read; the rest loads without it)",
             self._path,

@@ -575,7 +575,11 @@ class SqliteStore(StoreBase):
     ) -> list[tuple[Any, ...]]:
         """`sql`'s rows that decode, damaged ones skipped (see `_rows`)."""
         try:
-            return self._rows.read(self._conn(), sql, args, table=table, columns=columns)
+            # Every such read selects one owner's rows, named by its first argument.
+            owner = args[0] if args else None
+            return self._rows.read(
+                self._conn(), sql, args, table=table, columns=columns, owner=owner
+            )
         except sqlite3.Error as err:
             raise StoreError(f"{self._path}: read failed ({reason(err)})") from chained(err)
 

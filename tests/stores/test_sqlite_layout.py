@@ -124,3 +124,27 @@ async def test_the_file_keeps_a_users_newest_entries_and_no_more(
     with closing(sqlite3.connect(path)) as db:
         rows = db.execute("SELECT user, user_message FROM ring ORDER BY user, id").fetchall()
     assert rows == [(ALICE, f"Frage {n}") for n in range(3, 8)] + [(BOB, "von Bob")]
+
+
+async def test_two_users_damaged_rows_of_the_same_id_are_each_reported(
+    tmp_path: Path, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ring ids count per owner, so Alice and Bob both have a row 1: a damaged
+    one of each is two reports, not one taken for the other."""
+    path = tmp_path / "chatbridge.db"
+    store = await stores("sqlite", path)
+    for user in (ALICE, BOB):
+        await store.commit_exchange(exchange(f"von {user}", user=user, ts=1000.0))
+        await store.commit_exchange(exchange(f"mehr von {user}", user=user, ts=1001.0))
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        ids = db.execute("SELECT user, id FROM ring WHERE id = 1 ORDER BY user").fetchall()
+        assert ids == [(ALICE, 1), (BOB, 1)]
+        db.execute("UPDATE ring SET user_message = CAST(x'ff' AS TEXT) WHERE id = 1")
+    with caplog.at_level("WARNING"):
+        assert len(await store.ring(ALICE, since=0.0)) == 1
+        assert len(await store.ring(BOB, since=0.0)) == 1
+    reports = [
+        r.getMessage() for r in caplog.records if "damaged row 1 in table ring" in r.getMessage()
+    ]
+    assert len(reports) == 2, reports
+    assert not [r for r in reports if ALICE in r or BOB in r]  # owners are never logged
