@@ -223,6 +223,20 @@ class Engine:
                     return
                 await self.handle(message, outbox)
             return
+        # A command goes last in its write: the lines after a /forget are
+        # stored after it has run, so it cannot erase what it never saw.
+        start = 0
+        while start < len(messages) and going():
+            end = next(
+                (n + 1 for n in range(start, len(messages)) if parse_command(messages[n].text)),
+                len(messages),
+            )
+            await self._handle_written_together(messages[start:end], outbox, going)
+            start = end
+
+    async def _handle_written_together(
+        self, messages: Sequence[IncomingMessage], outbox: Outbox, going: Callable[[], bool]
+    ) -> None:
         if self._draining:
             raise NotAccepting("shutting down")
         entries = [self._entry(self._inbox_key(m), m) for m in messages]

@@ -7,6 +7,7 @@ Real `SqliteStore` files on tmp_path; only our own Protocols are fakes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -458,3 +459,35 @@ async def test_handle_all_closes_the_lines_left_once_the_reader_is_gone(
     assert outbox.texts == ["zu eins"]
     assert len(provider.prompts) == 1
     assert await store.inbox_pending() == [], "nothing is left for a later start to answer"
+
+
+async def test_handle_all_has_each_line_stored_when_its_answer_is_asked_even_after_a_forget(
+    tmp_path: Path, closing: Closing
+) -> None:
+    """README: a line is in the store before the model is asked about it. A
+    /forget erases what is waiting in the inbox, so the lines read after it
+    are written after it has run (a command goes last in its write); written
+    with it, "zwei" was erased by the forget before it was asked about, and
+    a kill then would have lost it."""
+    path = tmp_path / "bot.db"
+    store = closing(await _open(path))
+    stored_when_asked: dict[str, bool] = {}
+
+    def echo_checking_the_file(prompt: Prompt) -> list[str]:
+        text = str(prompt.messages[-1].content)
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            pending = db.execute(
+                "SELECT count(*) FROM inbox WHERE done_at IS NULL AND message LIKE ?",
+                (f"%{text}%",),
+            ).fetchone()
+        stored_when_asked[text] = pending == (1,)
+        return [f"zu {text}"]
+
+    engine = _engine(store, ScriptedProvider(echo_checking_the_file), ManualClock())
+    outbox = RecordingOutbox(edits_after_restart=False)
+    await engine.handle_all(
+        _console_lines("eins", "/forget", "zwei", "drei"), outbox, going=lambda: True
+    )
+    assert stored_when_asked == {"eins": True, "zwei": True, "drei": True}
+    assert outbox.texts[-2:] == ["zu zwei", "zu drei"]
+    assert await store.inbox_pending() == []
