@@ -75,7 +75,8 @@ HISTORY_TEXTS = {
 
 # -- what `neutralise` matches (against the skeleton: folded, lower case) -------
 
-_LINE_BREAK = re.compile("\r\n|[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_LINE_BREAK = re.compile("\r\n|[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # all but "\n"
+_LINE_BREAK_START = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # of each of those
 _LEET = {"a": "a4@", "e": "e3", "i": "i1l|!", "o": "o0", "s": "s5$", "t": "t7+"}
 
 
@@ -167,12 +168,19 @@ def neutralise(text: str) -> str:
     if done is None:
         done = text
         if not _plain_line(text):  # most of a user's messages are
-            done = _inert_lines(*_inert_tags(_LINE_BREAK.sub("\n", text)))
+            done = _inert_lines(*_inert_tags(_newlines(text)))
         if len(_NEUTRALISED) >= _NEUTRALISED_KEPT:
             del _NEUTRALISED[next(iter(_NEUTRALISED))]  # the oldest
         _NEUTRALISED[text] = done
         _NEUTRALISED[done] = done
     return done
+
+
+def _newlines(text: str) -> str:
+    """Every line break as "\n". Most texts have no other kind: searching for
+    one is a third of what substituting costs (the echo's summaries, ~260
+    characters over many lines: 0.8 µs against 2.8)."""
+    return _LINE_BREAK.sub("\n", text) if _LINE_BREAK_START.search(text) else text
 
 
 _OPENER_START = re.compile(r"[<&%\\]")  # the first character of every opener rule 1 knows
