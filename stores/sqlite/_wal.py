@@ -38,13 +38,11 @@ from pathlib import Path
 
 __all__ = ["CHECKPOINT_EVERY", "WalMarker", "stale_problem"]
 
-# Writes (about two per answered message since piped lines are added in one
-# transaction): a WAL of about 10 MB (~13 frames a message). A checkpoint's
-# two `fdatasync`s cost about 1 ms of CPU whatever it copies, so 400 writes
-# instead of 150 save ~8 µs a message; 2000 writes let it grow to ~45 MB, and
-# growing it cost more system time per message than the extra checkpoints
-# (both benchmarked in BENCHMARKS.md). It is rewritten in place once checkpointed.
-CHECKPOINT_EVERY = 400
+# Writes (three per answered message): a WAL of about 4 MB, near SQLite's own
+# default of 1000 pages. A small WAL is rewritten in place once checkpointed;
+# 2000 writes let it grow to ~45 MB first, and growing it cost more system
+# time per message than the extra checkpoints (benchmarked in BENCHMARKS.md).
+CHECKPOINT_EVERY = 150
 _NEW_ID = "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))"
 _BUMP = """
 INSERT INTO meta(key, value) VALUES ('epoch', '1')
