@@ -312,6 +312,17 @@ def format_time(timestamp: float, tz: tzinfo | None) -> str:
     return datetime.fromtimestamp(timestamp, tz).strftime("%d.%m. %H:%M")
 
 
+@functools.lru_cache(maxsize=256)
+def _entry_lines(entry: MemoryEntry, tz: tzinfo | None) -> str:
+    """An entry's three lines in the block (after a blank one). Cached: an
+    entry never changes, and a trim builds the block of nearly the same
+    entries for each count it tries, every few messages (the echo's: two
+    blocks every third message), each entry costing two `neutralise` lookups
+    and its time otherwise."""
+    user, bot = neutralise(entry.user_message), neutralise(entry.assistant_summary)
+    return f"\n[{format_time(entry.timestamp, tz)}]\nUser: {user}\nBot: {bot}"
+
+
 def _now_line(now: float, tz: tzinfo | None, texts: HistoryTexts) -> str:
     return _now_line_at(int(now // 1), tz, texts)
 
@@ -341,12 +352,7 @@ def build_bridge(
         return message
     texts = HISTORY_TEXTS[language]
     lines = ["<conversation_history>", texts.heading]
-    for entry in entries:
-        lines += [
-            f"\n[{format_time(entry.timestamp, tz)}]",
-            f"User: {neutralise(entry.user_message)}",
-            f"Bot: {neutralise(entry.assistant_summary)}",
-        ]
+    lines += [_entry_lines(entry, tz) for entry in entries]
     lines.append("</conversation_history>")
     block = "\n".join(lines)
     return f"{block}\n\n{_now_line(now, tz, texts)}\n{texts.current_message} {neutralise(message)}"
