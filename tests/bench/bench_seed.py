@@ -1,6 +1,6 @@
 """`chatbridge chat` per message against the seed's own memory operation.
 
-Run: `python3 -m tests.bench.bench_seed [--rounds 5] [--messages 400]`.
+Run: `python3 -m tests.bench.bench_seed [--rounds 9] [--messages 100]`.
 
 The reference is the seed's published algorithm, written here from its
 description (not copied): a ring of at most 20 entries (newer than 24 h) kept
@@ -117,8 +117,8 @@ def chat_run(directory: Path, lines: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--messages", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--messages", type=int, default=100)
     args = parser.parse_args()
     small, large = args.messages, args.messages * 11
     per_chat_cpu, per_chat_wall, per_seed_cpu, per_seed_wall = [], [], [], []
