@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbridge.core.ledger import (
-    PERSON_PREFIX,
     Hold,
     LedgerBook,
     LedgerRow,
@@ -18,6 +17,7 @@ from chatbridge.core.ledger import (
     Tally,
     Used,
     Verdict,
+    moved,
 )
 from chatbridge.core.links import CODE_TTL
 from chatbridge.core.models import (
@@ -408,13 +408,11 @@ class SqliteStore(StoreBase):
         """Read the sender's link and the counters, decide and record the hold
         in memory, with no await in between (`_ledger`); a refusal is
         counted in the file."""
-        if sender := hold.sender:
-            group = self._groups.get(sender)
-            if group is None:
-                group = self._group(sender)
-            person = group[0] if group else sender
-            if hold.accounts[0].key != PERSON_PREFIX + person:  # `moved`, spelled out
-                return Verdict(False, moved=person)
+        if hold.sender:
+            group = self._group(hold.sender)
+            relinked = moved(hold, group[0] if group else hold.sender)
+            if relinked is not None:
+                return relinked
         verdict = self._holds.reserve(hold, self._counts(hold))
         if not verdict.ok:
             keys = [a.key for a in hold.accounts]
