@@ -304,13 +304,9 @@ class LedgerBook:
             holds = self.holds.get(key)
             if holds:  # mostly empty: the last message's hold was settled
                 _prune_holds(holds, now)  # after it every hold left counts
-                for row in holds.values():
-                    if row.day == day:
-                        day_tokens += row.tokens
-                        day_nano += row.nano_usd
-                    if row.month == month:
-                        month_tokens += row.tokens
-                        month_nano += row.nano_usd
+                held = _held(holds, day, month)
+                day_tokens, day_nano = day_tokens + held[0], day_nano + held[1]
+                month_tokens, month_nano = month_tokens + held[2], month_nano + held[3]
             stamps = self.stamps.get(key)
             recent = 0
             if stamps:
@@ -366,22 +362,14 @@ class LedgerBook:
         else:
             counters = self.counters.get(key) or {}
             day, month = counters.get(hold.day, _ZERO), counters.get(hold.month, _ZERO)
-        day_tokens = day_nano = month_tokens = month_nano = 0
         holds = self.holds.get(key)
-        if holds:
-            for row in holds.values():
-                if row.day == hold.day:
-                    day_tokens += row.tokens
-                    day_nano += row.nano_usd
-                if row.month == hold.month:
-                    month_tokens += row.tokens
-                    month_nano += row.nano_usd
+        held = _held(holds, hold.day, hold.month) if holds else (0, 0, 0, 0)
         stamps = self.stamps.get(key)
         return Snapshot(
             day,
             month,
-            (day_tokens, day_nano),
-            (month_tokens, month_nano),
+            (held[0], held[1]),
+            (held[2], held[3]),
             len(stamps) if stamps else 0,
             self.notices.get(key),
         )
@@ -407,6 +395,19 @@ class LedgerBook:
             periods = self.counters.setdefault(key, {})
             for period in (day, month):
                 periods[period] = periods.get(period, Tally()) + tally
+
+
+def _held(holds: Mapping[str, HoldRow], day: str, month: str) -> tuple[int, int, int, int]:
+    """What `holds` reserve: tokens and nano-dollars in `day`, then in `month`."""
+    day_tokens = day_nano = month_tokens = month_nano = 0
+    for row in holds.values():
+        if row.day == day:
+            day_tokens += row.tokens
+            day_nano += row.nano_usd
+        if row.month == month:
+            month_tokens += row.tokens
+            month_nano += row.nano_usd
+    return day_tokens, day_nano, month_tokens, month_nano
 
 
 def _prune_holds(holds: dict[str, HoldRow], now: float) -> None:
