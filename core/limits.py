@@ -31,6 +31,7 @@ images are downloaded, so one that cannot fit is refused without fetching.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import operator
@@ -105,10 +106,6 @@ def prompt_tokens_bound(prompt: Prompt) -> int:
     return size + sum(map(utf8_bytes, map(_CONTENT, messages)))
 
 
-_UTF8_BYTES: dict[str, int] = {}  # a non-ASCII text -> its UTF-8 length
-_UTF8_BYTES_KEPT = 128
-
-
 def utf8_bytes(text: str) -> int:
     """`text`'s length in UTF-8 (a lone surrogate as 3 bytes).
 
@@ -117,15 +114,12 @@ def utf8_bytes(text: str) -> int:
     is encoded once and looked up after that. The store keeps a live
     session's turns, so the next messages ask again for the same strings,
     whose hash Python keeps too: only the newest turns are encoded."""
-    if text.isascii():
-        return len(text)
-    size = _UTF8_BYTES.get(text)
-    if size is None:
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if len(_UTF8_BYTES) >= _UTF8_BYTES_KEPT:
-            del _UTF8_BYTES[next(iter(_UTF8_BYTES))]  # the oldest
-        _UTF8_BYTES[text] = size
-    return size
+    return len(text) if text.isascii() else _encoded_length(text)
+
+
+@functools.lru_cache(maxsize=128)
+def _encoded_length(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def images_in(prompt: Prompt) -> int:
