@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from chatbridge.core.access import AccessPolicy
 from chatbridge.core.answer import Answerer
@@ -187,16 +187,7 @@ class Engine:
         console, tests); platforms use `accept` and `attach`.
         """
         key = self._inbox_key(message)
-        done = asyncio.get_running_loop().create_future()
-        self._given[key], self._finished[key] = outbox, done
-        try:
-            if await self._accept(message, key):
-                # Not shielded: the answer runs in the scheduler's task either
-                # way, and `close` sets only a waiter that is still pending.
-                await done
-        finally:
-            self._given.pop(key, None)
-            self._finished.pop(key, None)
+        await self._answered_into(outbox, key, self._accept(message, key))
 
     async def handle_all(
         self, messages: Sequence[IncomingMessage], outbox: Outbox, *, going: Callable[[], bool]
@@ -250,15 +241,17 @@ class Engine:
                 await self.close(entry, Outcome.CANCELLED)
             else:
                 turn = InboxEntry(entry.key, entry.message, self._received_at(entry.message))
-                await self._answer_given(turn, outbox)
+                await self._answered_into(outbox, turn.key, self.scheduler.submit(turn))
 
-    async def _answer_given(self, entry: InboxEntry, outbox: Outbox) -> None:
-        """Schedule `entry`, stored already, into `outbox`; returns once it is done."""
-        key = entry.key
+    async def _answered_into(self, outbox: Outbox, key: str, submitted: Awaitable[bool]) -> None:
+        """Await `submitted` (the entry `key` accepted or scheduled: True) with
+        its answer going to `outbox`; returns once it is done."""
         done = asyncio.get_running_loop().create_future()
         self._given[key], self._finished[key] = outbox, done
         try:
-            if await self.scheduler.submit(entry):
+            if await submitted:
+                # Not shielded: the answer runs in the scheduler's task either
+                # way, and `close` sets only a waiter that is still pending.
                 await done
         finally:
             self._given.pop(key, None)
