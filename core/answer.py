@@ -350,9 +350,10 @@ class Answerer:
         outbox: Outbox,
         meter: Meter,
     ) -> Usage:
-        if outbox.limits.typing_interval is None:  # no indicator: no task, no wrapper
+        interval = outbox.limits.typing_interval
+        if interval is None:  # no indicator: no task, no wrapper
             return await _relay(provider, prompt, reply, meter)
-        async with _typing_while_silent(outbox, reply):
+        async with _typing_while_silent(outbox, reply, interval):
             return await _relay(provider, prompt, reply, meter)
 
     async def _report_failure(
@@ -488,11 +489,12 @@ async def _relay(provider: Provider, prompt: Prompt, reply: StreamingReply, mete
 
 
 @contextlib.asynccontextmanager
-async def _typing_while_silent(outbox: Outbox, reply: StreamingReply) -> AsyncIterator[None]:
-    """Keep the platform's typing indicator on until the first text shows
-    (`_stream` skips this where the platform has none: `typing_interval`
-    None, the console and slash command replies)."""
-    interval = outbox.limits.typing_interval or 0.0
+async def _typing_while_silent(
+    outbox: Outbox, reply: StreamingReply, interval: float
+) -> AsyncIterator[None]:
+    """Keep the platform's typing indicator on, every `interval` seconds,
+    until the first text shows (`_stream` skips this where the platform has
+    none: `typing_interval` None, the console and slash command replies)."""
 
     async def keep_typing() -> None:
         in_progress_phase()  # a typing indicator waits behind answers being sent
