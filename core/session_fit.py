@@ -146,9 +146,12 @@ def fits(
     turns: Sequence[Turn], message: str, *, system: str, max_tokens: int, max_turns: int
 ) -> bool:
     """True when the session goes out as it is: no trim, so no ring read."""
-    if len(turns) > max_turns:
-        return False
-    return estimate_tokens(system, *(turn.content for turn in turns), message) <= max_tokens
+    return len(turns) <= max_turns and _tokens(system, turns, message) <= max_tokens
+
+
+def _tokens(system: str, turns: Sequence[Turn], message: str) -> int:
+    """The estimate for a request of `turns` and `message` as they are."""
+    return estimate_tokens(system, *(turn.content for turn in turns), message)
 
 
 def fit_session(
@@ -169,8 +172,8 @@ def fit_session(
     `ring` is the ring visible to this conversation, oldest first. The system
     prompt and the message always stay, even alone over the budget.
     """
-    over = estimate_tokens(system, *(turn.content for turn in turns), message) > max_tokens
-    if len(turns) <= max_turns and not over:  # `fits`, with its sum kept for below
+    over = _tokens(system, turns, message) > max_tokens
+    if len(turns) <= max_turns and not over:  # `fits`, with `over` kept for below
         return Fitted(list(turns), message, False)
     by_count = min(len(turns) // 2, max_turns // 2)
     target = int(max_tokens * LOW_WATER) if over else max_tokens
