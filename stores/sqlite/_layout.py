@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from chatbridge.stores.sqlite._migrate import migrate_once, schema_version
+
 VERSION = "3"
 RING_TABLE = """
 CREATE TABLE ring(
@@ -38,27 +40,21 @@ _TABLES = {"ring": RING_TABLE, "turns": TURNS_TABLE}
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Rebuild a schema-2 file's ring and turns clustered, then mark it 3.
-    Checked again under the write lock: two processes may open an old file.
-    `secure_delete` zeroes the old tables' pages as they are dropped."""
-    if _version(db) != "2":
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if _version(db) == "2":
-            for table, create in _TABLES.items():
-                db.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
-                db.execute(create)
-                columns = _COLUMNS[table]
-                db.execute(f"INSERT INTO {table}({columns}) SELECT {columns} FROM {table}_old")
-                db.execute(f"DROP TABLE {table}_old")  # its index goes with it
-            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (VERSION,))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    """Rebuild a schema-2 file's ring and turns clustered, then mark it 3
+    (`migrate_once`: two processes may open an old file). `secure_delete`
+    zeroes the old tables' pages as they are dropped."""
+    migrate_once(db, _is_version_2, _cluster)
 
 
-def _version(db: sqlite3.Connection) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return None if row is None else str(row[0])
+def _is_version_2(db: sqlite3.Connection) -> bool:
+    return schema_version(db) == "2"
+
+
+def _cluster(db: sqlite3.Connection) -> None:
+    for table, create in _TABLES.items():
+        db.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
+        db.execute(create)
+        columns = _COLUMNS[table]
+        db.execute(f"INSERT INTO {table}({columns}) SELECT {columns} FROM {table}_old")
+        db.execute(f"DROP TABLE {table}_old")  # its index goes with it
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (VERSION,))

@@ -37,6 +37,7 @@ import sqlite3
 from collections.abc import Iterable
 
 from chatbridge.core.ledger import PERSON_PREFIX, Counted, Hold, LedgerRow, Settlement, Tally
+from chatbridge.stores.sqlite._migrate import migrate_once, schema_version
 
 __all__ = [
     "ADD_USAGE_COUNTED",
@@ -114,26 +115,20 @@ _USAGE_COLUMNS = ("ledger_tokens_in", "ledger_tokens_out", "ledger_requests", "l
 def migrate(db: sqlite3.Connection) -> None:
     """Give a file made before them the usage row's counter columns (all 0),
     and schema version 2, which older builds refuse (they would not count
-    what is stored there). Checked again under the write lock: two processes
-    may open an old file."""
-    if _migrated(db):
-        return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if not _has_usage_columns(db):
-            for column in _USAGE_COLUMNS:
-                db.execute(f"ALTER TABLE usage ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
-        # A later version (`_layout`) already has the columns: it stays as it is.
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1'")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    what is stored there); `migrate_once`: two processes may open an old file."""
+    migrate_once(db, _unmigrated, _add_usage_columns)
 
 
-def _migrated(db: sqlite3.Connection) -> bool:
-    version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return version is not None and version != ("1",) and _has_usage_columns(db)
+def _unmigrated(db: sqlite3.Connection) -> bool:
+    return schema_version(db) in (None, "1") or not _has_usage_columns(db)
+
+
+def _add_usage_columns(db: sqlite3.Connection) -> None:
+    if not _has_usage_columns(db):
+        for column in _USAGE_COLUMNS:
+            db.execute(f"ALTER TABLE usage ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    # A later version (`_layout`) already has the columns: it stays as it is.
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1'")
 
 
 def _has_usage_columns(db: sqlite3.Connection) -> bool:
